@@ -1,0 +1,104 @@
+"""Where the ledger lives: the Airflow connection ``conveyor_ledger``, resolved cheaply.
+
+Order: an explicit DSN, ``CONVEYOR_LEDGER_DSN``, ``AIRFLOW_CONN_CONVEYOR_LEDGER`` (URI or JSON
+form, as Airflow reads it), then, inside Airflow, the connection through Airflow's own secrets
+backends, and last the embedded server the quickstart started (``$CONVEYOR_HOME/ledger.dsn``).
+Airflow is imported only on the fourth path, so the CLI answers without paying for it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
+
+from conveyor.ledger.errors import LedgerUnavailable
+
+CONN_ID = "conveyor_ledger"
+_ENV_DSN = "CONVEYOR_LEDGER_DSN"
+
+# Airflow URIs carry Airflow-only query keys that libpq would reject.
+_AIRFLOW_ONLY_KEYS = {"__extra__", "cursor", "iam", "redshift", "aws_conn_id", "enable_log_db_messages"}
+
+
+def conveyor_home() -> Path:
+    """The folder holding the embedded database and run outputs (``$CONVEYOR_HOME`` or ``./.conveyor``)."""
+    return Path(os.environ.get("CONVEYOR_HOME", ".conveyor")).resolve()
+
+
+def airflow_uri_to_dsn(uri: str) -> str:
+    """Turn an Airflow connection URI or JSON into a libpq URI psycopg accepts."""
+    uri = uri.strip()
+    if uri.startswith("{"):
+        conn = json.loads(uri)
+        host = conn.get("host") or ""
+        user = quote(conn.get("login") or "", safe="")
+        password = conn.get("password")
+        auth = f"{user}:{quote(password, safe='')}@" if password else (f"{user}@" if user else "")
+        port = f":{conn['port']}" if conn.get("port") else ""
+        db = conn.get("schema") or ""
+        query = {"host": host} if host.startswith("/") else {}
+        netloc_host = "" if host.startswith("/") else host
+        base = f"postgresql://{auth}{netloc_host}{port}/{db}"
+        return f"{base}?{urlencode(query)}" if query else base
+    parts = urlsplit(uri)
+    if parts.scheme not in {"postgres", "postgresql"}:
+        raise LedgerUnavailable(f"connection {CONN_ID!r} must be a postgres URI, got scheme {parts.scheme!r}")
+    query = [(k, v) for k, v in parse_qsl(parts.query) if k not in _AIRFLOW_ONLY_KEYS]
+    netloc = parts.netloc
+    host = unquote(parts.hostname or "") if parts.hostname else ""
+    if host.startswith("/"):
+        # Airflow encodes a socket folder as the host; libpq wants it as ?host=.
+        userinfo = netloc.rsplit("@", 1)[0] + "@" if "@" in netloc else ""
+        netloc = userinfo
+        query.append(("host", host))
+    return f"postgresql://{netloc}{parts.path}" + (f"?{urlencode(query)}" if query else "")
+
+
+def resolve_dsn(dsn: str | None = None, conn_id: str = CONN_ID) -> str:
+    """The ledger's libpq DSN; raises :class:`LedgerUnavailable` when nothing is configured."""
+    if dsn:
+        return dsn
+    if os.environ.get(_ENV_DSN):
+        return os.environ[_ENV_DSN]
+    env_name = f"AIRFLOW_CONN_{conn_id.upper()}"
+    if os.environ.get(env_name):
+        return airflow_uri_to_dsn(os.environ[env_name])
+    from_airflow = _from_airflow(conn_id)
+    if from_airflow:
+        return from_airflow
+    dsn_file = conveyor_home() / "ledger.dsn"
+    if dsn_file.exists():
+        return dsn_file.read_text().strip()
+    raise LedgerUnavailable(
+        f"no ledger configured: set the Airflow connection {conn_id!r} "
+        f"(or {env_name}), or run ./scripts/quickstart to start the embedded one"
+    )
+
+
+def _from_airflow(conn_id: str) -> str | None:
+    """The connection through Airflow's secrets backends, only when running inside Airflow."""
+    if "airflow" not in sys.modules:
+        return None
+    try:
+        from airflow.sdk import BaseHook
+
+        conn = BaseHook.get_connection(conn_id)
+    except Exception:
+        return None
+    return airflow_uri_to_dsn(conn.get_uri())
+
+
+def describe(dsn: str) -> str:
+    """Host, port and database of a DSN for messages; never the password."""
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+
+        info = conninfo_to_dict(dsn)
+    except Exception:
+        return "<unparseable DSN>"
+    host = info.get("host") or "localhost"
+    port = info.get("port") or "5432"
+    return f"host={host} port={port} dbname={info.get('dbname') or info.get('user') or '?'}"

@@ -1,0 +1,46 @@
+"""Errors raised by the ledger. Each message names what a person needs to act on."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+
+class LedgerError(Exception):
+    """Base class of every ledger error."""
+
+
+class LedgerUnavailable(LedgerError):
+    """The ledger database cannot be reached; the message names the host, never the password."""
+
+
+class UnknownItem(LedgerError):
+    """No item with that id exists."""
+
+    def __init__(self, item_id: str) -> None:
+        super().__init__(f"unknown item {item_id!r}: no such item in the ledger")
+        self.item_id = item_id
+
+
+class UnknownWorkflow(LedgerError):
+    """A workflow name that has no declared status chain."""
+
+
+class IllegalTransition(LedgerError):
+    """A transition that the workflow's table does not allow. Nothing was changed.
+
+    :param workflow: the workflow whose table refused the transition.
+    :param to_status: the status that was asked for.
+    :param current: item id -> its current status, for every item that cannot make that move.
+    """
+
+    def __init__(self, workflow: str, to_status: str, current: Mapping[str, str]) -> None:
+        self.workflow = workflow
+        self.to_status = to_status
+        self.current = dict(current)
+        shown = list(self.current.items())[:5]
+        listed = "; ".join(f"item {item!r} is {str(status)!r}" for item, status in shown)
+        more = f" (and {len(self.current) - len(shown)} more)" if len(self.current) > len(shown) else ""
+        super().__init__(
+            f"illegal transition in workflow {workflow!r}: {listed}{more}; "
+            f"cannot move to {str(to_status)!r}. Nothing was changed."
+        )

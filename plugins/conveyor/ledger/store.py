@@ -1,0 +1,548 @@
+"""The ledger store: set-based, guarded, audited writes of item statuses in PostgreSQL.
+
+Every write moves many items in one statement. The statement is guarded by the status the
+caller expects each item to have, so two workers racing on the same items move each item
+exactly once; the loser learns which items it did not move and where they are now. The item's
+new data and its audit row are written by the same statement, so neither exists without the
+other.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from conveyor.ledger import migrate
+from conveyor.ledger.connection import describe, resolve_dsn
+from conveyor.ledger.errors import IllegalTransition, LedgerUnavailable, UnknownItem
+from conveyor.ledger.statuses import Status, Workflow, as_statuses, get_workflow
+
+#: Items per statement: large enough to be set-based, small enough to keep lock times short.
+CHUNK_SIZE = 10_000
+
+_UNSET: Any = object()
+
+
+def canonical_json(value: Any) -> str:
+    """The one JSON spelling of a payload that hashes and compares the same everywhere."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def input_hash(payload: Any) -> str:
+    """sha256 of the canonical payload: what the cache and the idempotency checks key on."""
+    return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
+
+
+def item_id_for(workflow: str, business_key: str) -> str:
+    return f"{workflow}:{business_key}"
+
+
+@dataclass(frozen=True)
+class NewItem:
+    """An item entering the ledger.
+
+    :param business_key: the item's key in the business (PO number, invoice number...).
+    :param payload: the item's data, stored as JSON.
+    :param input_hash: defaults to the hash of the canonical payload.
+    """
+
+    business_key: str
+    payload: Mapping[str, Any]
+    input_hash: str | None = None
+    priority: int = 0
+
+    def hashed(self) -> str:
+        return self.input_hash or input_hash(self.payload)
+
+
+@dataclass(frozen=True)
+class ItemUpdate:
+    """Data written together with a status change; fields left unset keep their value.
+
+    ``reason`` always replaces the previous reason (None clears it).
+    """
+
+    reason: str | None = None
+    ai_result: Any = _UNSET
+    confidence: float | None = None
+    last_error: str | None = None
+    payload: Mapping[str, Any] | None = None
+    review_target: str | None = None
+    add_attempts: int = 0
+
+
+@dataclass
+class ReceiveResult:
+    """What :meth:`Ledger.receive` did with each business key."""
+
+    inserted: list[str] = field(default_factory=list)
+    #: already in the ledger with the same input (a re-run): nothing changed
+    unchanged: list[str] = field(default_factory=list)
+    #: already in the ledger with different input: item id -> (its run, its status)
+    conflicts: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: the same business key more than once in this batch (the first occurrence was kept)
+    duplicates: list[str] = field(default_factory=list)
+
+
+@dataclass
+class TransitionResult:
+    """Which items moved and where the others are."""
+
+    moved: list[str] = field(default_factory=list)
+    #: item id -> its current status (None when the item does not exist)
+    not_moved: dict[str, str | None] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.moved)
+
+
+@dataclass(frozen=True)
+class Item:
+    item_id: str
+    workflow: str
+    business_key: str
+    run_id: str
+    status: str
+    payload: dict[str, Any]
+    input_hash: str
+    schema_version: int
+    attempts: int
+    last_error: str | None
+    ai_result: Any
+    confidence: float | None
+    reason: str | None
+    review_target: str | None
+    priority: int
+    stage_times: dict[str, str]
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class TransitionRecord:
+    item_id: str
+    run_id: str
+    from_status: str | None
+    to_status: str
+    at: datetime
+    actor: str
+    reason: str | None
+
+
+_ITEM_COLUMNS = ", ".join(Item.__dataclass_fields__)
+
+_MOVE_SQL = """
+WITH u AS (
+    SELECT * FROM unnest(
+        %(ids)s::text[], %(reasons)s::text[], %(ai_results)s::text[], %(set_ai)s::bool[],
+        %(confidences)s::float8[], %(errors)s::text[], %(payloads)s::text[],
+        %(targets)s::text[], %(attempts)s::int[]
+    ) AS u(item_id, reason, ai_result, set_ai, confidence, last_error, payload, review_target, add_attempts)
+), src AS (
+    SELECT i.status AS old_status, u.*
+    FROM conveyor.items i JOIN u USING (item_id)
+    WHERE i.status = ANY(%(from_statuses)s::text[]) AND i.workflow = %(workflow)s
+    FOR UPDATE OF i
+), moved AS (
+    UPDATE conveyor.items i SET
+        status = %(to_status)s,
+        updated_at = now(),
+        stage_times = CASE WHEN i.stage_times ? %(to_status)s THEN i.stage_times
+                           ELSE i.stage_times || jsonb_build_object(%(to_status)s::text, now()) END,
+        reason = src.reason,
+        ai_result = CASE WHEN src.set_ai THEN src.ai_result::jsonb ELSE i.ai_result END,
+        confidence = COALESCE(src.confidence, i.confidence),
+        last_error = COALESCE(src.last_error, i.last_error),
+        payload = COALESCE(src.payload::jsonb, i.payload),
+        input_hash = CASE WHEN src.payload IS NULL THEN i.input_hash
+                          ELSE encode(sha256(convert_to(src.payload, 'UTF8')), 'hex') END,
+        review_target = src.review_target,
+        attempts = i.attempts + src.add_attempts
+    FROM src
+    WHERE i.item_id = src.item_id
+    RETURNING i.item_id, i.run_id, src.old_status, src.reason
+)
+INSERT INTO conveyor.transitions (item_id, run_id, workflow, from_status, to_status, actor, reason)
+SELECT item_id, run_id, %(workflow)s, old_status, %(to_status)s, %(actor)s, reason FROM moved
+RETURNING item_id
+"""
+
+
+class Ledger:
+    """The item ledger in one PostgreSQL database.
+
+    :param dsn: a libpq DSN or URI; defaults to the ``conveyor_ledger`` connection.
+    :param application_name: shown in ``pg_stat_activity``.
+    """
+
+    def __init__(self, dsn: str | None = None, *, application_name: str = "conveyor") -> None:
+        self.dsn = resolve_dsn(dsn)
+        self.application_name = application_name
+
+    # -- connections -------------------------------------------------------------------------
+
+    def __repr__(self) -> str:
+        return f"Ledger({describe(self.dsn)})"
+
+    @contextmanager
+    def connect(self) -> Iterator[psycopg.Connection]:
+        """A connection to the ledger; commits on success, rolls back on error."""
+        try:
+            conn = psycopg.connect(
+                self.dsn, application_name=self.application_name, connect_timeout=10, autocommit=False
+            )
+        except psycopg.OperationalError as exc:
+            first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise LedgerUnavailable(
+                f"cannot reach the ledger database at {describe(self.dsn)}: {first_line}"
+            ) from None
+        try:
+            with conn:
+                yield conn
+        finally:
+            conn.close()
+
+    def upgrade(self, target: int | None = None) -> list[str]:
+        """Apply pending schema migrations; returns the names applied (empty when up to date)."""
+        with self.connect() as conn:
+            conn.autocommit = True
+            return migrate.upgrade(conn, target)
+
+    def schema_version(self) -> int:
+        with self.connect() as conn:
+            return migrate.current_version(conn)
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def receive(
+        self,
+        workflow: str,
+        run_id: str,
+        items: Iterable[NewItem],
+        *,
+        actor: str,
+        reason: str | None = None,
+    ) -> ReceiveResult:
+        """Record new items as ``received`` (set-based, through COPY), each with its audit row.
+
+        Re-receiving an item with the same input is a no-op (``unchanged``); with different input
+        it is a ``conflict`` and nothing is overwritten.
+        """
+        get_workflow(workflow)
+        result = ReceiveResult()
+        rows: dict[str, NewItem] = {}
+        for item in items:
+            item_id = item_id_for(workflow, item.business_key)
+            if item_id in rows:
+                result.duplicates.append(item_id)
+                continue
+            rows[item_id] = item
+        with self.connect() as conn:
+            for chunk in _chunks(list(rows.items()), CHUNK_SIZE):
+                self._receive_chunk(conn, workflow, run_id, chunk, actor, reason, result)
+                conn.commit()
+        return result
+
+    def _receive_chunk(
+        self,
+        conn: psycopg.Connection,
+        workflow: str,
+        run_id: str,
+        chunk: Sequence[tuple[str, NewItem]],
+        actor: str,
+        reason: str | None,
+        result: ReceiveResult,
+    ) -> None:
+        conn.execute(
+            "CREATE TEMP TABLE IF NOT EXISTS incoming (item_id text, business_key text, payload text,"
+            " input_hash text, priority int) ON COMMIT DELETE ROWS"
+        )
+        with conn.cursor() as cur:
+            with cur.copy("COPY incoming (item_id, business_key, payload, input_hash, priority) FROM STDIN") as cp:
+                for item_id, item in chunk:
+                    cp.write_row((item_id, item.business_key, canonical_json(item.payload), item.hashed(),
+                                  item.priority))
+            inserted = cur.execute(
+                """
+                WITH ins AS (
+                    INSERT INTO conveyor.items (item_id, workflow, business_key, run_id, status, payload,
+                                                input_hash, priority, reason, stage_times)
+                    SELECT item_id, %(workflow)s, business_key, %(run_id)s, 'received', payload::jsonb,
+                           input_hash, priority, %(reason)s, jsonb_build_object('received', now())
+                    FROM incoming
+                    ON CONFLICT (item_id) DO NOTHING
+                    RETURNING item_id
+                )
+                INSERT INTO conveyor.transitions (item_id, run_id, workflow, from_status, to_status, actor, reason)
+                SELECT item_id, %(run_id)s, %(workflow)s, NULL, 'received', %(actor)s, %(reason)s FROM ins
+                RETURNING item_id
+                """,
+                {"workflow": workflow, "run_id": run_id, "actor": actor, "reason": reason},
+            ).fetchall()
+            new = {row[0] for row in inserted}
+            result.inserted.extend(item_id for item_id, _ in chunk if item_id in new)
+            if len(new) < len(chunk):
+                existing = cur.execute(
+                    "SELECT i.item_id, i.run_id, i.status, i.input_hash = n.input_hash"
+                    " FROM conveyor.items i JOIN incoming n USING (item_id)"
+                    " WHERE NOT (i.item_id = ANY(%s))",
+                    (list(new),),
+                ).fetchall()
+                for item_id, other_run, status, same in existing:
+                    if same:
+                        result.unchanged.append(item_id)
+                    else:
+                        result.conflicts[item_id] = (other_run, status)
+
+    def transition(
+        self,
+        workflow: str,
+        items: Iterable[str] | Mapping[str, ItemUpdate],
+        *,
+        to_status: str,
+        actor: str,
+        from_status: str | Sequence[str] | None = None,
+        reason: str | None = None,
+    ) -> TransitionResult:
+        """Move items to ``to_status``, set-based, with an audit row per item.
+
+        :param items: item ids, or item id -> :class:`ItemUpdate` to write data with the move.
+        :param from_status: the status (or statuses) each item must hold now. An item that holds
+            another one is not moved and comes back in ``not_moved`` with its current status (a
+            race lost, or an item already moved). When None, every status from which the
+            workflow allows ``to_status`` is accepted, and an item whose current status does not
+            allow it raises :class:`IllegalTransition` and rolls the whole call back.
+        :param reason: the reason for items without their own :class:`ItemUpdate`.
+        :raises IllegalTransition: the workflow's table forbids the move; nothing is changed.
+        """
+        flow = get_workflow(workflow)
+        target = Status(to_status)
+        updates: dict[str, ItemUpdate] = (
+            dict(items) if isinstance(items, Mapping) else {i: ItemUpdate(reason=reason) for i in items}
+        )
+        explicit = from_status is not None
+        if explicit:
+            froms = list(as_statuses(from_status))  # type: ignore[arg-type]
+            illegal = [s for s in froms if not flow.allows(s, target)]
+            if illegal:
+                raise IllegalTransition(workflow, target, {item: illegal[0].value for item in updates})
+        else:
+            froms = sorted({f for f, t in flow.transitions if t == target})
+        result = TransitionResult()
+        with self.connect() as conn:
+            for chunk in _chunks(list(updates.items()), CHUNK_SIZE):
+                moved = self._move_chunk(conn, flow, chunk, froms, target, actor)
+                result.moved.extend(moved)
+                missing = [item_id for item_id, _ in chunk if item_id not in moved]
+                if missing:
+                    current = self._current_statuses(conn, missing)
+                    if not explicit:
+                        bad = {i: s for i, s in current.items() if s is not None and not flow.allows(s, target)}
+                        if bad:
+                            conn.rollback()
+                            raise IllegalTransition(workflow, target, bad)
+                    result.not_moved.update(current)
+                conn.commit()
+        return result
+
+    def _move_chunk(
+        self,
+        conn: psycopg.Connection,
+        flow: Workflow,
+        chunk: Sequence[tuple[str, ItemUpdate]],
+        froms: Sequence[str],
+        target: Status,
+        actor: str,
+    ) -> set[str]:
+        params = {
+            "ids": [i for i, _ in chunk],
+            "reasons": [u.reason for _, u in chunk],
+            "ai_results": [None if u.ai_result is _UNSET else canonical_json(u.ai_result) for _, u in chunk],
+            "set_ai": [u.ai_result is not _UNSET for _, u in chunk],
+            "confidences": [u.confidence for _, u in chunk],
+            "errors": [u.last_error for _, u in chunk],
+            "payloads": [None if u.payload is None else canonical_json(u.payload) for _, u in chunk],
+            "targets": [u.review_target for _, u in chunk],
+            "attempts": [u.add_attempts for _, u in chunk],
+            "from_statuses": [str(s) for s in froms],
+            "to_status": target.value,
+            "workflow": flow.name,
+            "actor": actor,
+        }
+        return {row[0] for row in conn.execute(_MOVE_SQL, params).fetchall()}  # type: ignore[arg-type]
+
+    @staticmethod
+    def _current_statuses(conn: psycopg.Connection, item_ids: Sequence[str]) -> dict[str, str | None]:
+        found = dict(
+            conn.execute(  # type: ignore[arg-type]
+                "SELECT item_id, status FROM conveyor.items WHERE item_id = ANY(%s)", (list(item_ids),)
+            ).fetchall()
+        )
+        return {item_id: found.get(item_id) for item_id in item_ids}
+
+    # -- idempotency keys --------------------------------------------------------------------
+
+    def claim_effects(self, step: str, item_ids: Sequence[str], *, actor: str) -> list[str]:
+        """Claim the (item, step) key for each item; returns only the items not already done.
+
+        A claim left by a crashed attempt (state ``claimed``) is handed out again: the caller
+        must make the effect itself idempotent on the key (see :meth:`effect_key`).
+        """
+        with self.connect() as conn:
+            conn.execute(
+                "INSERT INTO conveyor.effects (item_id, step, claimed_by)"
+                " SELECT unnest(%s::text[]), %s, %s ON CONFLICT (item_id, step) DO NOTHING",
+                (list(item_ids), step, actor),
+            )
+            rows = conn.execute(
+                "SELECT item_id FROM conveyor.effects WHERE step = %s AND item_id = ANY(%s) AND state <> 'done'",
+                (step, list(item_ids)),
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    def complete_effects(self, step: str, results: Mapping[str, Any]) -> int:
+        """Mark the (item, step) keys done with their results; returns how many were open."""
+        with self.connect() as conn:
+            cur = conn.execute(
+                "UPDATE conveyor.effects e SET state = 'done', completed_at = now(), result = r.result::jsonb"
+                " FROM unnest(%s::text[], %s::text[]) AS r(item_id, result)"
+                " WHERE e.item_id = r.item_id AND e.step = %s AND e.state <> 'done'",
+                (list(results), [canonical_json(v) for v in results.values()], step),
+            )
+            return cur.rowcount
+
+    def effects(self, step: str, item_ids: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
+        """The recorded effects of a step (item id -> state, result, times)."""
+        query = "SELECT item_id, state, result, claimed_by, claimed_at, completed_at FROM conveyor.effects WHERE step = %s"
+        params: list[Any] = [step]
+        if item_ids is not None:
+            query += " AND item_id = ANY(%s)"
+            params.append(list(item_ids))
+        with self.connect() as conn, conn.cursor(row_factory=dict_row) as cur:
+            return {row.pop("item_id"): row for row in cur.execute(query, params).fetchall()}  # type: ignore[arg-type]
+
+    @staticmethod
+    def effect_key(item_id: str, step: str) -> str:
+        """A stable idempotency key for an external system (payment API, mail server)."""
+        return hashlib.sha256(f"{item_id}\x00{step}".encode()).hexdigest()[:32]
+
+    # -- batches -----------------------------------------------------------------------------
+
+    def record_batch(
+        self,
+        workflow: str,
+        run_id: str,
+        step: str,
+        *,
+        status: str,
+        source: str | None = None,
+        input_hash: str | None = None,
+        reason: str | None = None,
+        detail: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Record what a step made of a whole input batch (one row per workflow, run and step)."""
+        with self.connect() as conn:
+            conn.execute(
+                """
+                INSERT INTO conveyor.batches (workflow, run_id, step, status, source, input_hash, reason, detail)
+                VALUES (%s, %s, %s, %s, %s, %s, %s, %s::jsonb)
+                ON CONFLICT (workflow, run_id, step) DO UPDATE SET
+                    status = EXCLUDED.status, source = EXCLUDED.source, input_hash = EXCLUDED.input_hash,
+                    reason = EXCLUDED.reason, detail = EXCLUDED.detail, updated_at = now()
+                """,
+                (workflow, run_id, step, status, source, input_hash, reason, canonical_json(detail or {})),
+            )
+
+    def get_batch(self, workflow: str, run_id: str, step: str) -> dict[str, Any] | None:
+        with self.connect() as conn, conn.cursor(row_factory=dict_row) as cur:
+            return cur.execute(
+                "SELECT * FROM conveyor.batches WHERE workflow = %s AND run_id = %s AND step = %s",
+                (workflow, run_id, step),
+            ).fetchone()
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def get(self, item_id: str) -> Item:
+        """One item; raises :class:`UnknownItem`."""
+        with self.connect() as conn, conn.cursor(row_factory=dict_row) as cur:
+            row = cur.execute(f"SELECT {_ITEM_COLUMNS} FROM conveyor.items WHERE item_id = %s", (item_id,)).fetchone()
+        if row is None:
+            raise UnknownItem(item_id)
+        return Item(**row)
+
+    def history(self, item_id: str) -> list[TransitionRecord]:
+        """Every transition of an item, oldest first; raises :class:`UnknownItem`."""
+        with self.connect() as conn, conn.cursor(row_factory=dict_row) as cur:
+            rows = cur.execute(
+                "SELECT item_id, run_id, from_status, to_status, at, actor, reason"
+                " FROM conveyor.transitions WHERE item_id = %s ORDER BY id",
+                (item_id,),
+            ).fetchall()
+            if not rows and cur.execute("SELECT 1 FROM conveyor.items WHERE item_id = %s", (item_id,)).fetchone() is None:
+                raise UnknownItem(item_id)
+        return [TransitionRecord(**row) for row in rows]
+
+    def items(
+        self,
+        *,
+        workflow: str | None = None,
+        run_id: str | None = None,
+        status: str | Sequence[str] | None = None,
+        limit: int | None = 1000,
+        offset: int = 0,
+    ) -> list[Item]:
+        """Items matching every filter given, newest first."""
+        where, params = _filters(workflow, run_id, status)
+        query = f"SELECT {_ITEM_COLUMNS} FROM conveyor.items{where} ORDER BY updated_at DESC, item_id"
+        if limit is not None:
+            query += " LIMIT %s OFFSET %s"
+            params += [limit, offset]
+        with self.connect() as conn, conn.cursor(row_factory=dict_row) as cur:
+            return [Item(**row) for row in cur.execute(query, params).fetchall()]  # type: ignore[arg-type]
+
+    def count_by_status(
+        self, *, workflow: str | None = None, run_id: str | None = None
+    ) -> dict[str, int]:
+        where, params = _filters(workflow, run_id, None)
+        with self.connect() as conn:
+            rows = conn.execute(  # type: ignore[arg-type]
+                f"SELECT status, count(*) FROM conveyor.items{where} GROUP BY status ORDER BY status", params
+            ).fetchall()
+        return {status: count for status, count in rows}
+
+    def item_ids(self, *, workflow: str, run_id: str, status: str | Sequence[str]) -> list[str]:
+        """Just the ids (cheap): what a step works on."""
+        where, params = _filters(workflow, run_id, status)
+        with self.connect() as conn:
+            rows = conn.execute(f"SELECT item_id FROM conveyor.items{where} ORDER BY item_id", params).fetchall()  # type: ignore[arg-type]
+        return [r[0] for r in rows]
+
+
+def _filters(
+    workflow: str | None, run_id: str | None, status: str | Sequence[str] | None
+) -> tuple[str, list[Any]]:
+    clauses: list[str] = []
+    params: list[Any] = []
+    if workflow is not None:
+        clauses.append("workflow = %s")
+        params.append(workflow)
+    if run_id is not None:
+        clauses.append("run_id = %s")
+        params.append(run_id)
+    if status is not None:
+        clauses.append("status = ANY(%s)")
+        params.append([s.value for s in as_statuses(status)])
+    return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
+
+
+def _chunks(seq: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(seq), size):
+        yield seq[start : start + size]

@@ -1,0 +1,110 @@
+"""Test set-up shared by every test: a real PostgreSQL ledger and a real Airflow environment.
+
+Environment variables that Airflow reads at import time are set here, before any test module
+imports Airflow. Every session gets databases of its own, dropped at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from tests.support import postgres
+
+REPO = Path(__file__).resolve().parents[1]
+SESSION = f"{os.getpid()}"
+LEDGER_DB = f"conveyor_t_{SESSION}"
+AIRFLOW_DB = f"airflow_t_{SESSION}"
+_TMP = Path(tempfile.mkdtemp(prefix=f"conveyor-test-{SESSION}-"))
+
+os.environ.update(
+    {
+        "AIRFLOW_HOME": str(_TMP / "airflow"),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": postgres.sqlalchemy_url_for(AIRFLOW_DB),
+        "AIRFLOW__API_AUTH__JWT_SECRET": "conveyor-tests-jwt-secret",
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": "http://127.0.0.1:28080/execution/",
+        # The bundled DAGs, and the DAGs the operator tests run (dag.test() needs them in a bundle).
+        "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": json.dumps(
+            [
+                {"name": "dags-folder", "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
+                 "kwargs": {"path": str(REPO / "dags")}},
+                {"name": "test-dags", "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
+                 "kwargs": {"path": str(REPO / "tests" / "dag_fixtures")}},
+            ]
+        ),
+        "AIRFLOW_CONN_CONVEYOR_LEDGER": postgres.airflow_conn_uri_for(LEDGER_DB),
+        "CONVEYOR_HOME": str(_TMP / "conveyor"),
+        "CONVEYOR_INCLUDE": str(REPO / "include"),
+    }
+)
+os.environ.pop("CONVEYOR_LEDGER_DSN", None)
+
+
+@pytest.fixture(scope="session")
+def ledger_dsn() -> Iterator[str]:
+    """A migrated ledger database of this session."""
+    from conveyor.ledger import Ledger
+
+    dsn = postgres.create_database(LEDGER_DB)
+    Ledger(dsn).upgrade()
+    yield dsn
+    postgres.drop_database(LEDGER_DB)
+
+
+def truncate_ledger(dsn: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        tables = [
+            row[0]
+            for row in conn.execute(
+                "SELECT quote_ident(table_name) FROM information_schema.tables"
+                " WHERE table_schema = 'conveyor' AND table_type = 'BASE TABLE'"
+                " AND table_name <> 'schema_migrations'"
+            )
+        ]
+        if tables:
+            conn.execute("TRUNCATE " + ", ".join(f"conveyor.{t}" for t in tables) + " RESTART IDENTITY")
+
+
+@pytest.fixture
+def ledger(ledger_dsn: str):
+    """The session's ledger, emptied for this test."""
+    from conveyor.ledger import Ledger
+
+    truncate_ledger(ledger_dsn)
+    return Ledger(ledger_dsn)
+
+
+@pytest.fixture
+def fresh_db(request: pytest.FixtureRequest) -> Iterator[str]:
+    """An empty database of its own (for migration tests); dropped afterwards."""
+    name = f"conveyor_fresh_{SESSION}_{abs(hash(request.node.nodeid)) % 10**8}"
+    dsn = postgres.create_database(name)
+    yield dsn
+    postgres.drop_database(name)
+
+
+@pytest.fixture(scope="session")
+def airflow_db(ledger_dsn: str) -> Iterator[str]:
+    """A migrated Airflow metadata database of this session (cloned from a template)."""
+    from tests.support.airflow_env import create_metadata_db
+
+    create_metadata_db(AIRFLOW_DB)
+    yield os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
+    from airflow.settings import dispose_orm
+
+    dispose_orm()
+    postgres.drop_database(AIRFLOW_DB)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    shutil.rmtree(_TMP, ignore_errors=True)

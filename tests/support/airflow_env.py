@@ -1,0 +1,42 @@
+"""An Airflow environment for tests: its own AIRFLOW_HOME and a migrated Postgres metadata DB.
+
+``airflow db migrate`` takes a while, so it runs once per machine into a template database;
+every test session then clones the template (``CREATE DATABASE ... TEMPLATE``), which is quick.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.support import postgres
+
+AIRFLOW_VERSION_TAG = "332"
+TEMPLATE = f"conveyor_airflow_tmpl_{AIRFLOW_VERSION_TAG}"
+_LOCK_KEY = 0x61697266  # 'airf'
+
+
+def ensure_template() -> None:
+    """Create the migrated template database once (under a lock; concurrent sessions wait)."""
+    with postgres.admin() as conn:
+        conn.execute("SELECT pg_advisory_lock(%s)", (_LOCK_KEY,))
+        try:
+            if postgres.database_exists(TEMPLATE):
+                return
+            building = TEMPLATE + "_building"
+            postgres.create_database(building)
+            env = dict(os.environ, AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=postgres.sqlalchemy_url_for(building))
+            subprocess.run(
+                [str(Path(sys.executable).with_name("airflow")), "db", "migrate"],
+                env=env, check=True, capture_output=True, text=True, timeout=600,
+            )
+            conn.execute(f'ALTER DATABASE "{building}" RENAME TO "{TEMPLATE}"')
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_KEY,))
+
+
+def create_metadata_db(dbname: str) -> None:
+    ensure_template()
+    postgres.create_database(dbname, template=TEMPLATE)

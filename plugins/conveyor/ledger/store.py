@@ -21,7 +21,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from conveyor.ledger import migrate
-from conveyor.ledger.connection import describe, resolve_dsn
+from conveyor.ledger.connection import CONN_ID, describe, resolve_dsn
 from conveyor.ledger.errors import IllegalTransition, LedgerUnavailable, UnknownItem
 from conveyor.ledger.statuses import Status, Workflow, as_statuses, get_workflow
 
@@ -179,12 +179,15 @@ RETURNING item_id
 class Ledger:
     """The item ledger in one PostgreSQL database.
 
-    :param dsn: a libpq DSN or URI; defaults to the ``conveyor_ledger`` connection.
+    :param dsn: a libpq DSN or URI; when None, resolved from the Airflow connection ``conn_id``.
+    :param conn_id: the Airflow connection id of the ledger (default ``conveyor_ledger``).
     :param application_name: shown in ``pg_stat_activity``.
     """
 
-    def __init__(self, dsn: str | None = None, *, application_name: str = "conveyor") -> None:
-        self.dsn = resolve_dsn(dsn)
+    def __init__(
+        self, dsn: str | None = None, *, conn_id: str = CONN_ID, application_name: str = "conveyor"
+    ) -> None:
+        self.dsn = resolve_dsn(dsn, conn_id=conn_id)
         self.application_name = application_name
 
     # -- connections -------------------------------------------------------------------------

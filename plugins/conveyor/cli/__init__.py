@@ -1,0 +1,1 @@
+"""The ``conveyor`` command line. Imports nothing of Airflow on the read paths."""

@@ -43,9 +43,9 @@ def _positive(value: str) -> int:
 
 
 def run_status(args: argparse.Namespace) -> int:
-    from conveyor.ledger.store import Ledger
+    from conveyor.ledger.lookup import get_item
 
-    item = Ledger(args.dsn).get(args.item)
+    item = get_item(args.item, args.dsn)
     if args.json:
         print_json(item)
         return 0
@@ -63,9 +63,9 @@ def run_status(args: argparse.Namespace) -> int:
 
 
 def run_history(args: argparse.Namespace) -> int:
-    from conveyor.ledger.store import Ledger
+    from conveyor.ledger.lookup import get_history
 
-    records = Ledger(args.dsn).history(args.item)
+    records = get_history(args.item, args.dsn)
     if args.json:
         print_json(records)
         return 0

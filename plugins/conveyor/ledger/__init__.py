@@ -1,22 +1,42 @@
-"""The item ledger: one explicit, validated, audited status per business item, in PostgreSQL."""
+"""The item ledger: one explicit, validated, audited status per business item, in PostgreSQL.
+
+Names are resolved lazily so that importing ``conveyor.ledger.errors`` or the fast lookup path
+does not import the database driver the store uses.
+"""
 
 from __future__ import annotations
 
-from conveyor.ledger.errors import IllegalTransition, LedgerError, LedgerUnavailable, UnknownItem
-from conveyor.ledger.statuses import Status, Workflow, get_workflow, register_workflow
-from conveyor.ledger.store import Ledger, NewItem, ReceiveResult, TransitionResult
+import importlib
+from typing import TYPE_CHECKING, Any
 
-__all__ = [
-    "IllegalTransition",
-    "Ledger",
-    "LedgerError",
-    "LedgerUnavailable",
-    "NewItem",
-    "ReceiveResult",
-    "Status",
-    "TransitionResult",
-    "UnknownItem",
-    "Workflow",
-    "get_workflow",
-    "register_workflow",
-]
+if TYPE_CHECKING:
+    from conveyor.ledger.errors import IllegalTransition, LedgerError, LedgerUnavailable, UnknownItem
+    from conveyor.ledger.records import Item, TransitionRecord
+    from conveyor.ledger.statuses import Status, Workflow, get_workflow, register_workflow
+    from conveyor.ledger.store import ItemUpdate, Ledger, NewItem, ReceiveResult, TransitionResult
+
+_EXPORTS = {
+    "IllegalTransition": "errors",
+    "LedgerError": "errors",
+    "LedgerUnavailable": "errors",
+    "UnknownItem": "errors",
+    "Item": "records",
+    "TransitionRecord": "records",
+    "Status": "statuses",
+    "Workflow": "statuses",
+    "get_workflow": "statuses",
+    "register_workflow": "statuses",
+    "ItemUpdate": "store",
+    "Ledger": "store",
+    "NewItem": "store",
+    "ReceiveResult": "store",
+    "TransitionResult": "store",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'conveyor.ledger' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"conveyor.ledger.{_EXPORTS[name]}"), name)

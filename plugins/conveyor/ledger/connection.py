@@ -92,13 +92,23 @@ def _from_airflow(conn_id: str) -> str | None:
 
 
 def describe(dsn: str) -> str:
-    """Host, port and database of a DSN for messages; never the password."""
-    try:
-        from psycopg.conninfo import conninfo_to_dict
+    """Host, port and database of a DSN for messages; never the password.
 
-        info = conninfo_to_dict(dsn)
-    except Exception:
+    Parsed here rather than by a driver so error paths stay import-free.
+    """
+    info: dict[str, str] = {}
+    if "://" in dsn:
+        parts = urlsplit(dsn)
+        info["host"] = unquote(parts.hostname or "")
+        if parts.port:
+            info["port"] = str(parts.port)
+        info["dbname"] = unquote(parts.path.lstrip("/"))
+        info.update({k: v for k, v in parse_qsl(parts.query) if k in {"host", "port", "dbname"}})
+    elif "=" in dsn:
+        for token in dsn.split():
+            key, _, value = token.partition("=")
+            info[key] = value.strip("'")
+    else:
         return "<unparseable DSN>"
     host = info.get("host") or "localhost"
-    port = info.get("port") or "5432"
-    return f"host={host} port={port} dbname={info.get('dbname') or info.get('user') or '?'}"
+    return f"host={host} port={info.get('port') or '5432'} dbname={info.get('dbname') or '?'}"

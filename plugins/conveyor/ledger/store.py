@@ -14,7 +14,6 @@ import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -23,6 +22,8 @@ from psycopg.rows import dict_row
 from conveyor.ledger import migrate
 from conveyor.ledger.connection import CONN_ID, describe, resolve_dsn
 from conveyor.ledger.errors import IllegalTransition, LedgerUnavailable, UnknownItem
+from conveyor.ledger.records import ITEM_COLUMNS as _ITEM_COLUMNS
+from conveyor.ledger.records import TRANSITION_COLUMNS, Item, TransitionRecord
 from conveyor.ledger.statuses import Status, Workflow, as_statuses, get_workflow
 
 #: Items per statement: large enough to be set-based, small enough to keep lock times short.
@@ -104,40 +105,6 @@ class TransitionResult:
         return bool(self.moved)
 
 
-@dataclass(frozen=True)
-class Item:
-    item_id: str
-    workflow: str
-    business_key: str
-    run_id: str
-    status: str
-    payload: dict[str, Any]
-    input_hash: str
-    schema_version: int
-    attempts: int
-    last_error: str | None
-    ai_result: Any
-    confidence: float | None
-    reason: str | None
-    review_target: str | None
-    priority: int
-    stage_times: dict[str, str]
-    created_at: datetime
-    updated_at: datetime
-
-
-@dataclass(frozen=True)
-class TransitionRecord:
-    item_id: str
-    run_id: str
-    from_status: str | None
-    to_status: str
-    at: datetime
-    actor: str
-    reason: str | None
-
-
-_ITEM_COLUMNS = ", ".join(Item.__dataclass_fields__)
 
 _MOVE_SQL = """
 WITH u AS (
@@ -150,6 +117,7 @@ WITH u AS (
     SELECT i.status AS old_status, u.*
     FROM conveyor.items i JOIN u USING (item_id)
     WHERE i.status = ANY(%(from_statuses)s::text[]) AND i.workflow = %(workflow)s
+    ORDER BY i.item_id  -- one global lock order: concurrent movers queue, they never deadlock
     FOR UPDATE OF i
 ), moved AS (
     UPDATE conveyor.items i SET
@@ -341,7 +309,7 @@ class Ledger:
             froms = sorted({f for f, t in flow.transitions if t == target})
         result = TransitionResult()
         with self.connect() as conn:
-            for chunk in _chunks(list(updates.items()), CHUNK_SIZE):
+            for chunk in _chunks(sorted(updates.items()), CHUNK_SIZE):
                 moved = self._move_chunk(conn, flow, chunk, froms, target, actor)
                 result.moved.extend(moved)
                 missing = [item_id for item_id, _ in chunk if item_id not in moved]
@@ -485,8 +453,7 @@ class Ledger:
         """Every transition of an item, oldest first; raises :class:`UnknownItem`."""
         with self.connect() as conn, conn.cursor(row_factory=dict_row) as cur:
             rows = cur.execute(
-                "SELECT item_id, run_id, from_status, to_status, at, actor, reason"
-                " FROM conveyor.transitions WHERE item_id = %s ORDER BY id",
+                f"SELECT {TRANSITION_COLUMNS} FROM conveyor.transitions WHERE item_id = %s ORDER BY id",
                 (item_id,),
             ).fetchall()
             if not rows and cur.execute("SELECT 1 FROM conveyor.items WHERE item_id = %s", (item_id,)).fetchone() is None:

@@ -1,0 +1,90 @@
+"""Two processes racing on the same items: every item moves exactly once."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+
+from conveyor.ledger import NewItem
+
+WF = "supplier_exceptions"
+N = 6_000
+
+
+def _race(dsn: str, item_ids: list[str], actor: str, start, out) -> None:
+    from conveyor.ledger import Ledger
+
+    ledger = Ledger(dsn)
+    start.wait()
+    result = ledger.transition(WF, item_ids, to_status="validated", from_status="received", actor=actor)
+    out.put((actor, result.moved, result.not_moved))
+
+
+def test_two_processes_move_each_item_exactly_once(ledger, ledger_dsn):
+    ids = [f"{WF}:PO-{n:05d}" for n in range(N)]
+    ledger.receive(WF, "race", [NewItem(i.split(":")[1], {"n": i}) for i in ids], actor="t")
+    ctx = mp.get_context("spawn")
+    start, out = ctx.Barrier(2), ctx.Queue()
+    # Opposite orders make the two statements meet in the middle of the set.
+    workers = [
+        ctx.Process(target=_race, args=(ledger_dsn, ids, "worker-a", start, out)),
+        ctx.Process(target=_race, args=(ledger_dsn, list(reversed(ids)), "worker-b", start, out)),
+    ]
+    for w in workers:
+        w.start()
+    results = {actor: (set(moved), not_moved) for actor, moved, not_moved in (out.get(timeout=120) for _ in workers)}
+    for w in workers:
+        w.join(timeout=30)
+        assert w.exitcode == 0
+
+    moved_a, not_moved_a = results["worker-a"]
+    moved_b, not_moved_b = results["worker-b"]
+    assert moved_a.isdisjoint(moved_b)
+    assert moved_a | moved_b == set(ids)
+    # The loser of each item learns it did not move it and where it is now.
+    assert set(not_moved_a) == moved_b and set(not_moved_b) == moved_a
+    assert set(not_moved_a.values()) <= {"validated"}
+    with ledger.connect() as conn:
+        per_item = conn.execute(
+            "SELECT count(*) FILTER (WHERE to_status = 'validated'), count(DISTINCT item_id)"
+            " FROM conveyor.transitions WHERE to_status = 'validated'"
+        ).fetchone()
+        stale = conn.execute(
+            "SELECT count(*) FROM conveyor.items i WHERE i.status <> (SELECT t.to_status FROM conveyor.transitions t"
+            " WHERE t.item_id = i.item_id ORDER BY t.id DESC LIMIT 1)"
+        ).fetchone()
+    assert per_item == (N, N)
+    assert stale == (0,)
+
+
+def _decide(dsn: str, item_id: str, actor: str, target: str, start, out) -> None:
+    from conveyor.ledger import Ledger
+
+    ledger = Ledger(dsn)
+    start.wait()
+    result = ledger.transition(WF, [item_id], to_status=target, from_status="pending_review", actor=actor)
+    out.put((actor, result.moved, result.not_moved))
+
+
+def test_two_concurrent_decisions_on_one_item_one_wins(ledger, ledger_dsn):
+    ledger.receive(WF, "r", [NewItem("PO-1", {"a": 1})], actor="t")
+    item = f"{WF}:PO-1"
+    ledger.transition(WF, [item], to_status="validated", actor="t")
+    ledger.transition(WF, [item], to_status="pending_review", actor="t")
+    ctx = mp.get_context("spawn")
+    start, out = ctx.Barrier(2), ctx.Queue()
+    workers = [
+        ctx.Process(target=_decide, args=(ledger_dsn, item, "reviewer:ana", "ai_processed", start, out)),
+        ctx.Process(target=_decide, args=(ledger_dsn, item, "reviewer:bo", "rejected", start, out)),
+    ]
+    for w in workers:
+        w.start()
+    results = [out.get(timeout=60) for _ in workers]
+    for w in workers:
+        w.join(timeout=30)
+
+    winners = [actor for actor, moved, _ in results if moved]
+    assert len(winners) == 1
+    loser = next(not_moved for _, moved, not_moved in results if not moved)
+    final = ledger.get(item).status
+    assert loser == {item: final}
+    assert ledger.history(item)[-1].actor == winners[0]

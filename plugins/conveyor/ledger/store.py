@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -106,13 +106,37 @@ class TransitionResult:
 
 
 
-_MOVE_SQL = """
+# Optional per-item data of a move: (name, SQL array type, value of an ItemUpdate or None to keep,
+# SET clause). A column travels to the server only when some item of the chunk sets it, so the
+# common bulk move (ids only) stays a lean statement.
+_OPTIONAL_FIELDS: tuple[tuple[str, str, Callable[[ItemUpdate], Any], str], ...] = (
+    ("ai_result", "text", lambda u: None if u.ai_result is _UNSET else canonical_json(u.ai_result),
+     "ai_result = COALESCE(src.ai_result::jsonb, i.ai_result)"),
+    ("confidence", "float8", lambda u: u.confidence, "confidence = COALESCE(src.confidence, i.confidence)"),
+    ("last_error", "text", lambda u: u.last_error, "last_error = COALESCE(src.last_error, i.last_error)"),
+    ("payload", "text", lambda u: None if u.payload is None else canonical_json(u.payload),
+     "payload = COALESCE(src.payload::jsonb, i.payload), input_hash = CASE WHEN src.payload IS NULL"
+     " THEN i.input_hash ELSE encode(sha256(convert_to(src.payload, 'UTF8')), 'hex') END"),
+    ("review_target", "text", lambda u: u.review_target, "review_target = src.review_target"),
+    ("add_attempts", "int", lambda u: u.add_attempts or None,
+     "attempts = i.attempts + COALESCE(src.add_attempts, 0)"),
+    ("reason", "text", lambda u: u.reason, "reason = src.reason"),
+)
+
+
+def _move_statement(fields: Sequence[str]) -> str:
+    """The guarded move of one chunk: lock in one order, update, and write the audit rows."""
+    columns = ["item_id", *fields]
+    arrays = ", ".join(f"%({c})s::{_TYPES[c]}[]" for c in columns)
+    sets = [clause for name, _, _, clause in _OPTIONAL_FIELDS if name in fields]
+    if "review_target" not in fields:
+        sets.append("review_target = NULL")
+    if "reason" not in fields:
+        sets.append("reason = %(reason)s")
+    audit_reason = "reason" if "reason" in fields else "%(reason)s"
+    return f"""
 WITH u AS (
-    SELECT * FROM unnest(
-        %(ids)s::text[], %(reasons)s::text[], %(ai_results)s::text[], %(set_ai)s::bool[],
-        %(confidences)s::float8[], %(errors)s::text[], %(payloads)s::text[],
-        %(targets)s::text[], %(attempts)s::int[]
-    ) AS u(item_id, reason, ai_result, set_ai, confidence, last_error, payload, review_target, add_attempts)
+    SELECT * FROM unnest({arrays}) AS u({", ".join(columns)})
 ), src AS (
     SELECT i.status AS old_status, u.*
     FROM conveyor.items i JOIN u USING (item_id)
@@ -125,23 +149,18 @@ WITH u AS (
         updated_at = now(),
         stage_times = CASE WHEN i.stage_times ? %(to_status)s THEN i.stage_times
                            ELSE i.stage_times || jsonb_build_object(%(to_status)s::text, now()) END,
-        reason = src.reason,
-        ai_result = CASE WHEN src.set_ai THEN src.ai_result::jsonb ELSE i.ai_result END,
-        confidence = COALESCE(src.confidence, i.confidence),
-        last_error = COALESCE(src.last_error, i.last_error),
-        payload = COALESCE(src.payload::jsonb, i.payload),
-        input_hash = CASE WHEN src.payload IS NULL THEN i.input_hash
-                          ELSE encode(sha256(convert_to(src.payload, 'UTF8')), 'hex') END,
-        review_target = src.review_target,
-        attempts = i.attempts + src.add_attempts
+        {", ".join(sets)}
     FROM src
     WHERE i.item_id = src.item_id
-    RETURNING i.item_id, i.run_id, src.old_status, src.reason
+    RETURNING i.item_id, i.run_id, src.old_status{", src.reason" if "reason" in fields else ""}
 )
 INSERT INTO conveyor.transitions (item_id, run_id, workflow, from_status, to_status, actor, reason)
-SELECT item_id, run_id, %(workflow)s, old_status, %(to_status)s, %(actor)s, reason FROM moved
+SELECT item_id, run_id, %(workflow)s, old_status, %(to_status)s, %(actor)s, {audit_reason} FROM moved
 RETURNING item_id
 """
+
+
+_TYPES = {"item_id": "text", **{name: kind for name, kind, _, _ in _OPTIONAL_FIELDS}}
 
 
 class Ledger:
@@ -333,22 +352,23 @@ class Ledger:
         target: Status,
         actor: str,
     ) -> set[str]:
-        params = {
-            "ids": [i for i, _ in chunk],
-            "reasons": [u.reason for _, u in chunk],
-            "ai_results": [None if u.ai_result is _UNSET else canonical_json(u.ai_result) for _, u in chunk],
-            "set_ai": [u.ai_result is not _UNSET for _, u in chunk],
-            "confidences": [u.confidence for _, u in chunk],
-            "errors": [u.last_error for _, u in chunk],
-            "payloads": [None if u.payload is None else canonical_json(u.payload) for _, u in chunk],
-            "targets": [u.review_target for _, u in chunk],
-            "attempts": [u.add_attempts for _, u in chunk],
-            "from_statuses": [str(s) for s in froms],
+        params: dict[str, Any] = {
+            "item_id": [item_id for item_id, _ in chunk],
+            "from_statuses": [str(status) for status in froms],
             "to_status": target.value,
             "workflow": flow.name,
             "actor": actor,
         }
-        return {row[0] for row in conn.execute(_MOVE_SQL, params).fetchall()}  # type: ignore[arg-type]
+        fields = []
+        for name, _, value_of, _ in _OPTIONAL_FIELDS:
+            values = [value_of(update) for _, update in chunk]
+            if name == "reason" and len(set(values)) == 1:
+                params["reason"] = values[0]  # one reason for the whole chunk: a scalar
+            elif any(v is not None for v in values):
+                fields.append(name)
+                params[name] = values
+        rows = conn.execute(_move_statement(fields), params).fetchall()  # type: ignore[arg-type]
+        return {row[0] for row in rows}
 
     @staticmethod
     def _current_statuses(conn: psycopg.Connection, item_ids: Sequence[str]) -> dict[str, str | None]:

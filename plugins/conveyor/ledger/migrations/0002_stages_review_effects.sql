@@ -19,7 +19,9 @@ WHERE s.item_id = i.item_id;
 ALTER TABLE conveyor.transitions ADD COLUMN workflow text;
 UPDATE conveyor.transitions t SET workflow = split_part(t.item_id, ':', 1) WHERE workflow IS NULL;
 ALTER TABLE conveyor.transitions ALTER COLUMN workflow SET NOT NULL;
-CREATE INDEX transitions_workflow_at ON conveyor.transitions (workflow, at);
+-- The audit log is append-only and arrives in time order: a BRIN index serves time-window
+-- reads (monitoring) at a fraction of a b-tree's cost on every transition.
+CREATE INDEX transitions_at ON conveyor.transitions USING brin (at);
 
 -- The review queue is read often and is small next to the ledger.
 CREATE INDEX items_review_queue ON conveyor.items (workflow, updated_at)

@@ -1,0 +1,142 @@
+"""Ledger write and lookup speed, measured side by side in one run.
+
+1. Transitions: 100k items through four statuses (received → validated → ai_processed →
+   approved → published), each a set-based guarded move with its audit row, against a raw
+   ``COPY`` of the same 100k rows into a table of the same shape on the same server.
+   Prints items/s of each and the ratio (goal ≥ 0.5).
+2. ``conveyor status``: the whole process (interpreter start included) with N million items in
+   the ledger (default 10M; ``--status-rows`` to change). Goal ≤ 0.5 s.
+
+Run: ``.venv/bin/python bench/ledger.py [--items 100000] [--status-rows 10000000]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from _pg import drop, scratch_database
+
+from conveyor.ledger import Ledger, NewItem
+from conveyor.ledger.store import canonical_json, input_hash
+
+WF = "supplier_exceptions"
+CHAIN = ["validated", "ai_processed", "approved", "published"]
+
+
+def payload(n: int) -> dict[str, object]:
+    return {
+        "exception_id": f"EX-{n:08d}",
+        "supplier_id": f"SUP-{n % 97:04d}",
+        "amount": round(n * 1.37 % 10_000, 2),
+        "notes": f"Delivery {n} arrived three days late; 12 cartons short of the order.",
+    }
+
+
+def bench_transitions(dsn: str, count: int) -> None:
+    ledger = Ledger(dsn)
+    ledger.upgrade()
+    items = [NewItem(f"EX-{n:08d}", payload(n)) for n in range(count)]
+
+    with ledger.connect() as conn:
+        conn.execute("CREATE TABLE conveyor.copy_baseline (LIKE conveyor.items INCLUDING ALL)")
+    rows = [(f"{WF}:{i.business_key}", WF, i.business_key, "bench", "received", canonical_json(i.payload),
+             input_hash(i.payload)) for i in items]
+    started = time.perf_counter()
+    with ledger.connect() as conn, conn.cursor() as cur:
+        with cur.copy("COPY conveyor.copy_baseline (item_id, workflow, business_key, run_id, status, payload,"
+                      " input_hash) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+    copy_seconds = time.perf_counter() - started
+
+    started = time.perf_counter()
+    ledger.receive(WF, "bench", items, actor="bench")
+    receive_seconds = time.perf_counter() - started
+
+    ids = [f"{WF}:{i.business_key}" for i in items]
+    timings = []
+    previous = "received"
+    for status in CHAIN:
+        started = time.perf_counter()
+        result = ledger.transition(WF, ids, to_status=status, from_status=previous, actor="bench")
+        timings.append(time.perf_counter() - started)
+        assert len(result.moved) == count, (status, len(result.moved))
+        previous = status
+
+    copy_rate = count / copy_seconds
+    transition_rate = count * len(CHAIN) / sum(timings)
+    print(f"raw COPY of {count:,} rows:           {copy_seconds:6.2f} s  {copy_rate:10,.0f} rows/s")
+    print(f"ledger.receive of {count:,} items:    {receive_seconds:6.2f} s  {count / receive_seconds:10,.0f} items/s")
+    for status, seconds in zip(CHAIN, timings, strict=True):
+        print(f"  transition → {status:<13} {seconds:6.2f} s  {count / seconds:10,.0f} items/s (with audit rows)")
+    print(f"transitions, all four:               {sum(timings):6.2f} s  {transition_rate:10,.0f} items/s")
+    print(f"RATIO transitions/COPY = {transition_rate / copy_rate:.2f}  (goal >= 0.5)")
+
+
+def bench_status(dsn: str, rows: int) -> None:
+    ledger = Ledger(dsn)
+    ledger.upgrade()
+    print(f"\nfilling the ledger with {rows:,} items (set-based INSERT ... SELECT) ...", flush=True)
+    started = time.perf_counter()
+    with ledger.connect() as conn:
+        conn.execute("SET synchronous_commit = off")
+        step = 1_000_000
+        for start in range(0, rows, step):
+            conn.execute(
+                """
+                INSERT INTO conveyor.items (item_id, workflow, business_key, run_id, status, payload, input_hash)
+                SELECT 'supplier_exceptions:EX-' || lpad(n::text, 9, '0'), 'supplier_exceptions',
+                       'EX-' || lpad(n::text, 9, '0'), 'run-' || (n / 500), 'published',
+                       jsonb_build_object('n', n, 'notes', 'late delivery'), md5(n::text)
+                FROM generate_series(%s, %s) AS n
+                """,
+                (start, min(start + step, rows) - 1),
+            )
+            conn.commit()
+        conn.execute("ANALYZE conveyor.items")
+    print(f"filled in {time.perf_counter() - started:.0f} s")
+    conveyor = str(Path(sys.executable).with_name("conveyor"))
+    probe = f"supplier_exceptions:EX-{rows // 2:09d}"
+    env = dict(os.environ, CONVEYOR_LEDGER_DSN=dsn)
+    seconds = []
+    for _ in range(7):
+        started = time.perf_counter()
+        done = subprocess.run([conveyor, "status", probe], env=env, capture_output=True, text=True)
+        seconds.append(time.perf_counter() - started)
+        assert done.returncode == 0, done.stderr
+    python_only = []
+    for _ in range(5):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        python_only.append(time.perf_counter() - started)
+    median = statistics.median(seconds)
+    print(f"`conveyor status` with {rows:,} items: median {median:.3f} s, max {max(seconds):.3f} s "
+          f"(bare interpreter start {statistics.median(python_only):.3f} s)")
+    print(f"RATIO status/goal = {median / 0.5:.2f}  (goal <= 1.0, i.e. <= 0.5 s)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--items", type=int, default=100_000)
+    parser.add_argument("--status-rows", type=int, default=10_000_000)
+    args = parser.parse_args()
+    name = f"conveyor_bench_{os.getpid()}"
+    dsn = scratch_database(name)
+    try:
+        bench_transitions(dsn, args.items)
+        drop(name)
+        dsn = scratch_database(name)
+        if args.status_rows:
+            bench_status(dsn, args.status_rows)
+    finally:
+        drop(name)
+
+
+if __name__ == "__main__":
+    main()

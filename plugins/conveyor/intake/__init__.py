@@ -1,0 +1,1 @@
+"""Intake: where a workflow's input enters (a feed snapshot, an inbox of documents)."""

@@ -1,0 +1,1 @@
+"""Routing rules that send items to a person before they move on."""

@@ -1,0 +1,89 @@
+"""Approval routing: large amounts and doubtful results go to a person, the rest are approved."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from decimal import Decimal, InvalidOperation
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseOperator
+
+from conveyor.ledger.actors import task_actor
+from conveyor.ledger.connection import CONN_ID
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+
+class ApprovalRoutingOperator(BaseOperator):
+    """Approve the run's items unless their amount exceeds a threshold or confidence is low.
+
+    :param workflow: the workflow.
+    :param from_status: status of items to route (e.g. ``classified``).
+    :param to_status: status of items approved automatically (e.g. ``approved``).
+    :param amount_field: field of the item's AI result (then payload) holding the amount.
+    :param threshold: amounts above it need a person (templated, e.g. from an Airflow Variable).
+    :param min_confidence: results less confident than this need a person.
+    :param ledger_conn_id: the ledger connection.
+    """
+
+    template_fields: Sequence[str] = ("threshold",)
+
+    def __init__(
+        self,
+        *,
+        workflow: str,
+        from_status: str,
+        to_status: str = "approved",
+        amount_field: str = "total",
+        threshold: str | float = 5000,
+        min_confidence: float = 0.8,
+        ledger_conn_id: str = CONN_ID,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.workflow = workflow
+        self.from_status = from_status
+        self.to_status = to_status
+        self.amount_field = amount_field
+        self.threshold = threshold
+        self.min_confidence = min_confidence
+        self.ledger_conn_id = ledger_conn_id
+
+    def execute(self, context: Context) -> dict[str, int]:
+        from conveyor.ledger import Ledger
+        from conveyor.ledger.store import ItemUpdate
+
+        try:
+            threshold = Decimal(str(self.threshold))
+        except InvalidOperation:
+            raise ValueError(f"approval threshold {self.threshold!r} is not a number") from None
+        ledger = Ledger(conn_id=self.ledger_conn_id)
+        items = ledger.items(workflow=self.workflow, run_id=context["run_id"], status=self.from_status, limit=None)
+        auto, to_person = [], {}
+        for item in items:
+            raw = (item.ai_result or {}).get(self.amount_field, item.payload.get(self.amount_field))
+            try:
+                amount = Decimal(str(raw))
+            except InvalidOperation:
+                to_person[item.item_id] = ItemUpdate(reason=f"no readable {self.amount_field}: {raw!r}",
+                                                     review_target=self.to_status)
+                continue
+            reasons = []
+            if amount > threshold:
+                reasons.append(f"{self.amount_field} {amount:,.2f} is over the approval threshold {threshold:,.2f}")
+            if item.confidence is not None and item.confidence < self.min_confidence:
+                reasons.append(f"confidence {item.confidence:.2f} is below {self.min_confidence:.2f}")
+            if reasons:
+                to_person[item.item_id] = ItemUpdate(reason="; ".join(reasons), review_target=self.to_status)
+            else:
+                auto.append(item.item_id)
+        actor = task_actor(context)
+        ledger.transition(self.workflow, auto, to_status=self.to_status, from_status=self.from_status,
+                          actor=actor, reason="approved automatically: under threshold and confident")
+        ledger.transition(self.workflow, to_person, to_status="pending_review", from_status=self.from_status,
+                          actor=actor)
+        summary = {"approved": len(auto), "to_review": len(to_person)}
+        self.log.info("Approval routing: %s (threshold %s, min confidence %.2f)", summary, threshold,
+                      self.min_confidence)
+        return summary

@@ -32,6 +32,8 @@ os.environ.update(
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": postgres.sqlalchemy_url_for(AIRFLOW_DB),
         "AIRFLOW__API_AUTH__JWT_SECRET": "conveyor-tests-jwt-secret",
+        # Pinned, so `airflow` subprocesses and in-process code encrypt connections alike.
+        "AIRFLOW__CORE__FERNET_KEY": "qcABO0tNa036bZU01tsgSJZvSVgN3kg99ZmIFpax5Z8=",
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": "http://127.0.0.1:28080/execution/",
         # The bundled DAGs, and the DAGs the operator tests run (dag.test() needs them in a bundle).
         "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": json.dumps(

@@ -1,16 +1,16 @@
 """Where the ledger lives: the Airflow connection ``conveyor_ledger``, resolved cheaply.
 
 Order: an explicit DSN, ``CONVEYOR_LEDGER_DSN``, ``AIRFLOW_CONN_CONVEYOR_LEDGER`` (URI or JSON
-form, as Airflow reads it), then, inside Airflow, the connection through Airflow's own secrets
-backends, and last the embedded server the quickstart started (``$CONVEYOR_HOME/ledger.dsn``).
-Airflow is imported only on the fourth path, so the CLI answers without paying for it.
+form, as Airflow reads it), the embedded server the quickstart started
+(``$CONVEYOR_HOME/ledger.dsn``), and last the connection through Airflow's own secrets backends.
+Airflow is imported only on that last path, so the CLI answers without paying for it whenever
+the connection is in the environment.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
@@ -66,12 +66,12 @@ def resolve_dsn(dsn: str | None = None, conn_id: str = CONN_ID) -> str:
     env_name = f"AIRFLOW_CONN_{conn_id.upper()}"
     if os.environ.get(env_name):
         return airflow_uri_to_dsn(os.environ[env_name])
+    dsn_file = conveyor_home() / "ledger.dsn"
+    if conn_id == CONN_ID and dsn_file.exists():
+        return dsn_file.read_text().strip()
     from_airflow = _from_airflow(conn_id)
     if from_airflow:
         return from_airflow
-    dsn_file = conveyor_home() / "ledger.dsn"
-    if dsn_file.exists():
-        return dsn_file.read_text().strip()
     raise LedgerUnavailable(
         f"no ledger configured: set the Airflow connection {conn_id!r} "
         f"(or {env_name}), or run ./scripts/quickstart to start the embedded one"
@@ -79,9 +79,8 @@ def resolve_dsn(dsn: str | None = None, conn_id: str = CONN_ID) -> str:
 
 
 def _from_airflow(conn_id: str) -> str | None:
-    """The connection through Airflow's secrets backends, only when running inside Airflow."""
-    if "airflow" not in sys.modules:
-        return None
+    """The connection through Airflow's secrets backends (metadata DB, Vault...): the slow path,
+    taken only when nothing cheaper is configured, e.g. inside a task or an Airflow container."""
     try:
         from airflow.sdk import BaseHook
 

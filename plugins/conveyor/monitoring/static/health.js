@@ -1,0 +1,272 @@
+// Conveyor health page: fetches the metrics JSON and draws SVG charts. No libraries (the page must
+// work offline) and no innerHTML: every value from the ledger is written as text.
+"use strict";
+
+(function () {
+  const SVG = "http://www.w3.org/2000/svg";
+  // The API lives beside the page's script: <mount>/health/static/health.js -> <mount>/api/metrics.
+  const BASE = new URL("../../", document.currentScript.src);
+  const STAGE_COLORS = { gate: "#8e6bd1", model: "#2f80ed", review: "#e8833a", approval: "#27ae60", publish: "#95a5a6" };
+  const W = 560, H = 220, M = { top: 10, right: 12, bottom: 34, left: 56 };
+
+  const $ = (id) => document.getElementById(id);
+
+  function el(tag, attrs, text) {
+    const node = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
+    if (text !== undefined && text !== null) node.textContent = String(text);
+    return node;
+  }
+
+  function svgEl(tag, attrs, text) {
+    const node = document.createElementNS(SVG, tag);
+    for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, String(v));
+    if (text !== undefined && text !== null) node.textContent = String(text);
+    return node;
+  }
+
+  function api(path, params) {
+    const url = new URL(path, BASE);
+    for (const [k, v] of Object.entries(params || {})) url.searchParams.set(k, v);
+    return fetch(url, { credentials: "same-origin" }).then((r) => {
+      if (!r.ok) return r.text().then((t) => { throw new Error(`${url.pathname}: HTTP ${r.status} ${t.slice(0, 200)}`); });
+      return r.json();
+    });
+  }
+
+  // -- formatting ------------------------------------------------------------------------------
+
+  function duration(s) {
+    if (s === null || s === undefined) return "n/a";
+    if (s < 90) return `${Math.round(s)} s`;
+    if (s < 5400) return `${Math.round(s / 60)} min`;
+    if (s < 172800) return `${(s / 3600).toFixed(1)} h`;
+    return `${(s / 86400).toFixed(1)} d`;
+  }
+  const share = (v) => (v === null || v === undefined ? "n/a" : `${Math.round(v * 1000) / 10}%`);
+  const count = (v) => (v === null || v === undefined ? "n/a" : String(Math.round(v * 10) / 10));
+  function when(iso) {
+    const d = new Date(iso);
+    return `${d.getUTCMonth() + 1}/${d.getUTCDate()} ${String(d.getUTCHours()).padStart(2, "0")}:00`;
+  }
+
+  function niceMax(v) {
+    if (!(v > 0)) return 1;
+    const p = Math.pow(10, Math.floor(Math.log10(v)));
+    for (const m of [1, 2, 4, 8, 10]) if (m * p >= v) return m * p;  // quarters stay round
+    return 10 * p;
+  }
+
+  // -- charts ----------------------------------------------------------------------------------
+
+  // series: [{name, color, type: "bar" | "line", values: [number|null], stack?: true}]
+  function drawChart(container, labels, series, format, integer) {
+    container.replaceChildren();
+    const heading = container.parentElement.querySelector("h2");
+    const svg = svgEl("svg", { viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": heading ? heading.textContent : "" });
+    const iw = W - M.left - M.right, ih = H - M.top - M.bottom;
+    const n = labels.length;
+    const stacked = series.filter((s) => s.stack);
+    let max = 0;
+    for (let i = 0; i < n; i++) {
+      let stackSum = 0;
+      for (const s of series) {
+        const v = s.values[i] || 0;
+        if (s.stack) stackSum += v; else max = Math.max(max, v);
+      }
+      max = Math.max(max, stackSum);
+    }
+    max = niceMax(integer ? Math.max(max, 4) : max);  // counts: whole-number grid lines
+    const x = (i) => M.left + (n ? (i + 0.5) * (iw / n) : 0);
+    const y = (v) => M.top + ih - (v / max) * ih;
+    // grid and y labels
+    for (let k = 0; k <= 4; k++) {
+      const v = (max * k) / 4;
+      svg.append(svgEl("line", { x1: M.left, x2: W - M.right, y1: y(v), y2: y(v), stroke: "#e4e7eb" }));
+      svg.append(svgEl("text", { x: M.left - 6, y: y(v) + 4, "text-anchor": "end", "font-size": 11, fill: "#616e7c" }, format(v)));
+    }
+    // x labels: about six
+    const step = Math.max(1, Math.ceil(n / 6));
+    for (let i = 0; i < n; i += step) {
+      svg.append(svgEl("text", { x: x(i), y: H - 12, "text-anchor": "middle", "font-size": 11, fill: "#616e7c" }, when(labels[i])));
+    }
+    const bw = Math.max(1, (iw / Math.max(n, 1)) * 0.7);
+    let drawn = 0;
+    // bars: stacked ones on top of each other, a single unstacked bar series alone
+    const base = new Array(n).fill(0);
+    for (const s of series.filter((s) => s.type === "bar")) {
+      const g = svgEl("g", { "data-series": s.name });
+      for (let i = 0; i < n; i++) {
+        const v = s.values[i];
+        if (v === null || v === undefined) continue;
+        const bottom = s.stack ? base[i] : 0;
+        const rect = svgEl("rect", {
+          x: x(i) - bw / 2, y: y(bottom + v), width: bw, height: Math.max(0, y(bottom) - y(bottom + v)), fill: s.color,
+        });
+        rect.append(svgEl("title", {}, `${when(labels[i])} · ${s.name}: ${format(v)}`));
+        g.append(rect);
+        if (s.stack) base[i] += v;
+        drawn++;
+      }
+      svg.append(g);
+    }
+    for (const s of series.filter((s) => s.type === "line")) {
+      const g = svgEl("g", { "data-series": s.name });
+      let d = "";
+      for (let i = 0; i < n; i++) {
+        const v = s.values[i];
+        if (v === null || v === undefined) continue;
+        d += `${d ? "L" : "M"}${x(i).toFixed(1)},${y(v).toFixed(1)}`;
+        const dot = svgEl("circle", { cx: x(i), cy: y(v), r: 2.5, fill: s.color });
+        dot.append(svgEl("title", {}, `${when(labels[i])} · ${s.name}: ${format(v)}`));
+        g.append(dot);
+        drawn++;
+      }
+      if (d) g.prepend(svgEl("path", { d, fill: "none", stroke: s.color, "stroke-width": 2 }));
+      svg.append(g);
+    }
+    container.append(svg);
+    const legend = el("div", { class: "legend" });
+    for (const s of series) {
+      const item = el("span");
+      const swatch = el("i");
+      swatch.style.background = s.color;
+      item.append(swatch, document.createTextNode(s.name));
+      legend.append(item);
+    }
+    container.append(legend);
+    container.dataset.points = String(drawn);
+    if (stacked.length === 0 && drawn === 0) container.append(el("p", { class: "empty" }, "no data in this period"));
+  }
+
+  // -- sections --------------------------------------------------------------------------------
+
+  function card(title, value, note) {
+    const c = el("div", { class: "card" });
+    c.append(el("div", { class: "note" }, title), el("div", { class: "value" }, value), el("div", { class: "note" }, note));
+    return c;
+  }
+
+  function renderCards(h) {
+    const tp = h.throughput, ex = h.exceptions, q = h.queue, cyc = h.cycle;
+    $("cards").replaceChildren(
+      card(`Throughput, last ${h.window_hours} h`, count(tp.current), `usual ${count(tp.baseline)} (same hours, previous ${h.baseline_days} days)`),
+      card("Exception rate", share(ex.rate), `${ex.exceptions} of ${ex.received} received; usual ${share(ex.baseline_rate)}`),
+      card("Cycle time p95", duration(cyc.current.total.p95), `p50 ${duration(cyc.current.total.p50)}; usual p95 ${duration(cyc.baseline.total.p95)}`),
+      card("Review queue", `${q.size} waiting`, `oldest ${duration(q.oldest_age_s)}; ${q.over_bound} over ${duration(q.bound_s)}`),
+    );
+  }
+
+  function table(headers, rows) {
+    const t = el("table");
+    const head = el("tr");
+    for (const h of headers) head.append(el("th", {}, h));
+    t.append(head);
+    for (const row of rows) {
+      const tr = el("tr");
+      for (const cell of row) {
+        const td = el("td");
+        if (cell instanceof Node) td.append(cell); else td.textContent = cell === null || cell === undefined ? "" : String(cell);
+        tr.append(td);
+      }
+      t.append(tr);
+    }
+    return t;
+  }
+
+  function progressBar(done, received) {
+    const svg = svgEl("svg", { width: 140, height: 12, viewBox: "0 0 140 12", role: "img" });
+    const part = received ? done / received : 0;
+    svg.append(svgEl("rect", { x: 0, y: 0, width: 140, height: 12, rx: 3, fill: "#e4e7eb" }));
+    svg.append(svgEl("rect", { x: 0, y: 0, width: (140 * part).toFixed(1), height: 12, rx: 3, fill: "#27ae60" }));
+    svg.append(svgEl("title", {}, `${done} of ${received} done`));
+    return svg;
+  }
+
+  function renderRuns(runs) {
+    const box = $("runs");
+    if (!runs.length) { box.replaceChildren(el("p", { class: "empty" }, "no runs in the last 30 days")); return; }
+    box.replaceChildren(table(
+      ["run", "started", "progress", "done", "in review", "stopped"],
+      runs.map((r) => [r.run_id, when(r.started), progressBar(r.done, r.received), `${r.done} of ${r.received}`, r.in_review, r.stopped]),
+    ));
+  }
+
+  function renderSources(ex) {
+    const rows = ex.sources.filter((s) => s.received > 0);
+    if (!rows.length) { $("sources").replaceChildren(el("p", { class: "empty" }, "no items received in the window")); return; }
+    $("sources").replaceChildren(table(
+      [ex.source_field, "exceptions", "of received", "rate", "usual rate"],
+      rows.map((s) => [s.source, s.exceptions, s.received, share(s.rate), share(s.baseline_rate)]),
+    ));
+  }
+
+  function renderAlerts(open) {
+    if (!open.length) { $("alerts").replaceChildren(el("p", { class: "empty" }, "none")); return; }
+    $("alerts").replaceChildren(table(
+      ["severity", "alert", "since"],
+      open.map((a) => [el("span", { class: `alert-${a.severity}` }, a.severity), a.title, when(a.opened_at)]),
+    ));
+  }
+
+  function renderSeries(s) {
+    const labels = s.points.map((p) => p.start);
+    const pick = (k) => s.points.map((p) => p[k]);
+    drawChart($("chart-throughput"), labels, [{ name: "completed", color: "#2f80ed", type: "bar", values: pick("throughput") }], count, true);
+    drawChart($("chart-exceptions"), labels, [{ name: "exception rate", color: "#c62828", type: "line", values: pick("exception_rate") }], share);
+    const stageSeries = s.stages.map((stage) => ({
+      name: `${stage} (mean)`, color: STAGE_COLORS[stage] || "#999", type: "bar", stack: true,
+      values: s.points.map((p) => (p.cycle_items ? p.stage_mean[stage] : null)),
+    }));
+    stageSeries.push({ name: "p95 total", color: "#1f2933", type: "line", values: pick("cycle_p95") });
+    drawChart($("chart-cycle"), labels, stageSeries, duration);
+    drawChart($("chart-queue"), labels, [{ name: "items waiting", color: "#e8833a", type: "bar", values: pick("queue_size") }], count, true);
+    drawChart($("chart-age"), labels, [{ name: "oldest wait", color: "#8e6bd1", type: "line", values: pick("queue_oldest_age_s") }], duration);
+  }
+
+  function setStatus(text, error) {
+    const status = $("status");
+    status.textContent = text;
+    status.className = error ? "error" : "";
+  }
+
+  async function load() {
+    const workflow = $("workflow").value;
+    if (!workflow) { setStatus("no workflow has activity yet"); document.body.dataset.state = "empty"; return; }
+    const days = Number($("days").value);
+    const bucket = days <= 2 ? 1 : days <= 7 ? 6 : days <= 14 ? 12 : 24;
+    document.body.dataset.state = "loading";
+    setStatus(`Loading ${workflow}…`);
+    const [health, series] = await Promise.all([
+      api(`api/metrics/${encodeURIComponent(workflow)}`),
+      api(`api/metrics/${encodeURIComponent(workflow)}/series`, { days, bucket_hours: bucket }),
+    ]);
+    renderCards(health);
+    renderSeries(series);
+    renderRuns(health.runs);
+    renderSources(health.exceptions);
+    renderAlerts(health.open_alerts);
+    setStatus(`${workflow} as of ${new Date(health.as_of).toISOString().slice(0, 16).replace("T", " ")} UTC · ${bucket} h buckets`);
+    document.body.dataset.state = "ready";
+  }
+
+  function fail(err) {
+    setStatus(`Could not load the health numbers: ${err.message}`, true);
+    document.body.dataset.state = "error";
+  }
+
+  async function start() {
+    const all = await api("api/metrics");
+    const select = $("workflow");
+    const wanted = new URLSearchParams(location.search).get("workflow");
+    const names = all.workflows.map((w) => w.workflow);
+    if (wanted && !names.includes(wanted)) names.unshift(wanted);
+    for (const name of names) select.append(el("option", { value: name }, name));
+    if (wanted) select.value = wanted;
+    select.addEventListener("change", () => load().catch(fail));
+    $("days").addEventListener("change", () => load().catch(fail));
+    await load();
+  }
+
+  start().catch(fail);
+})();

@@ -37,6 +37,9 @@ bootstrap() {
     echo "==> installing Conveyor and its pinned dependencies (constraints.txt)"
     "$VENV/bin/uv" pip install --python "$VENV/bin/python" --quiet \
       -c "$ROOT/constraints.txt" -e "$ROOT[test,celery]"
+    # The editable build leaves package metadata in plugins/; Airflow puts plugins/ on sys.path and
+    # would then see the plugin's entry point twice.
+    rm -rf "$ROOT"/plugins/*.egg-info
     echo "$wanted" >"$stamp"
   fi
   export PATH="$VENV/bin:$PATH"

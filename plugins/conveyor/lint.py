@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,7 +33,9 @@ def lint_dags(path: str | Path) -> tuple[int, list[Finding]]:
     folder = Path(path).resolve()
     if not folder.exists():
         raise ValueError(f"no such file or folder: {folder}")
-    bag = DagBag(dag_folder=str(folder))
+    # Airflow logs while it parses; keep stdout for the report (--json must stay parseable).
+    with contextlib.redirect_stdout(sys.stderr):
+        bag = DagBag(dag_folder=str(folder))
     findings = [
         Finding(file, None, None, f"does not import: {error.strip().splitlines()[-1]}")
         for file, error in sorted(bag.import_errors.items())

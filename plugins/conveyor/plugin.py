@@ -10,11 +10,17 @@ from typing import Any
 
 from airflow.plugins_manager import AirflowPlugin
 
+from conveyor.monitoring.views import external_views as health_views
+from conveyor.review import webapp
+
 
 class ConveyorPlugin(AirflowPlugin):
     """Conveyor's API, UI page and listeners inside Airflow."""
 
     name = "conveyor"
-    fastapi_apps: list[dict[str, Any]] = []
-    external_views: list[dict[str, Any]] = []
+    # The /conveyor app (built in the API server only); add routers in webapp.ROUTER_FACTORIES.
+    fastapi_apps: list[dict[str, Any]] = webapp.fastapi_apps()
+    # The health page (monitoring) beside the review pages; its routes join the app through
+    # "conveyor.monitoring.api:create_router" in webapp.ROUTER_FACTORIES.
+    external_views: list[dict[str, Any]] = webapp.external_views() + health_views(webapp.base_url_path)
     listeners: list[Any] = []

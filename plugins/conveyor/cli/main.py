@@ -17,6 +17,9 @@ from conveyor.ledger.errors import LedgerError, LedgerUnavailable, UnknownItem
 COMMAND_MODULES: tuple[str, ...] = (
     "conveyor.cli.items",
     "conveyor.cli.db",
+    "conveyor.cli.lint",
+    "conveyor.cli.review",
+    "conveyor.cli.metrics",
 )
 
 EXIT_ERROR = 1

@@ -1,0 +1,166 @@
+"""``conveyor queue`` and ``conveyor review``: the review queue and reviewers' decisions.
+
+Exit codes of ``review``: 0 decided, 3 unknown item, 5 conflict (someone decided first, or the
+item is not awaiting review), 1 any other refusal. No Airflow import on any path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from conveyor.cli.output import print_json, print_table
+
+EXIT_CONFLICT = 5
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    queue = subparsers.add_parser(
+        "queue", help="items waiting for a person, highest priority and oldest first"
+    )
+    queue.add_argument("--workflow", "-w", metavar="W")
+    queue.add_argument("--run", "-r", metavar="R", dest="run_id")
+    queue.add_argument("--status", "-s", choices=["quarantined", "pending_review"])
+    queue.add_argument("--limit", type=_positive, default=100, help="at most this many rows (default 100)")
+    queue.add_argument("--offset", type=int, default=0, help="skip this many rows")
+    queue.add_argument("--json", action="store_true", help="print JSON")
+    queue.set_defaults(func=run_queue)
+
+    review = subparsers.add_parser("review", help="decide on an item awaiting review")
+    review.add_argument("item", metavar="ITEM", help="item id, e.g. supplier_exceptions:PO-1042")
+    action = review.add_mutually_exclusive_group(required=True)
+    action.add_argument("--approve", dest="action", action="store_const", const="approve")
+    action.add_argument("--reject", dest="action", action="store_const", const="reject")
+    action.add_argument(
+        "--correct",
+        dest="corrected",
+        metavar="JSON",
+        help="correct a quarantined item: the corrected payload (a JSON object); it goes back to the gate",
+    )
+    review.add_argument("--by", required=True, metavar="NAME", help="who decides (recorded in the history)")
+    review.add_argument("--comment", metavar="TEXT", help="why (recorded in the history)")
+    review.add_argument("--json", action="store_true", help="print JSON")
+    review.set_defaults(func=run_review)
+
+
+def _positive(value: str) -> int:
+    number = int(value)
+    if number <= 0 or number > 500:
+        raise argparse.ArgumentTypeError("must be between 1 and 500")
+    return number
+
+
+def _age(seconds: float) -> str:
+    s = int(seconds)
+    days, rest = divmod(s, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes = rest // 60
+    if days:
+        return f"{days}d {hours}h"
+    if hours:
+        return f"{hours}h {minutes}m"
+    if minutes:
+        return f"{minutes}m"
+    return f"{s}s"
+
+
+def run_queue(args: argparse.Namespace) -> int:
+    from conveyor.ledger.store import Ledger
+    from conveyor.review.review_queue import ReviewQueue
+
+    queue = ReviewQueue(Ledger(args.dsn))
+    page = queue.list(
+        workflows=[args.workflow] if args.workflow else None,
+        run_id=args.run_id,
+        status=args.status,
+        limit=args.limit,
+        offset=args.offset,
+    )
+    if args.json:
+        print_json(
+            {
+                "total": page.total,
+                "limit": page.limit,
+                "offset": page.offset,
+                "items": [
+                    {
+                        **_plain_item(e.item),
+                        "waiting_since": e.waiting_since,
+                        "age_seconds": round(e.age_seconds, 3),
+                    }
+                    for e in page.entries
+                ],
+            }
+        )
+        return 0
+    if not page.entries:
+        print("nothing waits for a person" + (f" in {args.workflow}" if args.workflow else ""))
+        return 0
+    print_table(
+        [
+            (
+                e.item.item_id,
+                e.item.status,
+                e.item.priority,
+                _age(e.age_seconds),
+                e.item.confidence,
+                e.item.run_id,
+                e.item.reason,
+            )
+            for e in page.entries
+        ],
+        ["item", "status", "priority", "waiting", "confidence", "run", "reason"],
+    )
+    shown = page.offset + len(page.entries)
+    if shown < page.total or page.offset:
+        print(f"({page.offset + 1}-{shown} of {page.total})")
+    return 0
+
+
+def _plain_item(item: object) -> dict:
+    from dataclasses import asdict
+
+    return asdict(item)  # type: ignore[call-overload]
+
+
+def run_review(args: argparse.Namespace) -> int:
+    from conveyor.ledger.store import Ledger
+    from conveyor.review.errors import DecisionConflict, InvalidDecision, NotAwaitingReview
+    from conveyor.review.review_queue import ReviewQueue
+
+    payload = None
+    action = args.action
+    if args.corrected is not None:
+        action = "correct"
+        try:
+            payload = json.loads(args.corrected)
+        except json.JSONDecodeError as exc:
+            print(f"conveyor: --correct needs a JSON object: {exc}", file=sys.stderr)
+            return 2
+    queue = ReviewQueue(Ledger(args.dsn))
+    try:
+        result = queue.decide(args.item, action, reviewer=args.by, comment=args.comment, payload=payload)
+    except NotAwaitingReview as exc:  # DecisionConflict included
+        if args.json:
+            detail = {
+                "error": "already_decided" if isinstance(exc, DecisionConflict) else "not_awaiting_review",
+                "message": str(exc),
+                "status": exc.status,
+            }
+            if isinstance(exc, DecisionConflict):
+                detail.update(decided_by=exc.decided_by, decided_at=exc.decided_at)
+            print_json(detail)
+        print(f"conveyor: {exc}", file=sys.stderr)
+        return EXIT_CONFLICT
+    except InvalidDecision as exc:
+        print(f"conveyor: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print_json(result)
+    else:
+        print(
+            f"{result.item_id}: {result.from_status} -> {result.to_status} "
+            f"({result.action.value} by {result.actor})"
+        )
+    return 0

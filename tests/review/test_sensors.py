@@ -1,0 +1,207 @@
+"""HumanReviewSensor in real DAG runs (dag.test(): the trigger runs inline, as a triggerer would
+run it) against the real ledger, with reviewers deciding through the review queue meanwhile."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+
+import psycopg
+import pytest
+from conveyor.ledger import Ledger
+from conveyor.review.review_queue import ReviewQueue
+from conveyor.review.sensors import Escalation, HumanReviewSensor
+
+WF = "supplier_exceptions"
+
+
+def xcom(run, task_id: str, key: str = "return_value"):
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        row = session.scalars(
+            XComModel.get_many(run_id=run.run_id, dag_ids=run.dag_id, task_ids=task_id, key=key)
+        ).first()
+        return None if row is None else XComModel.deserialize_value(row)
+
+
+def task_state(run, task_id: str) -> str:
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        return run.get_task_instance(task_id, session=session).state
+
+
+class Reviewers:
+    """People working the queue from another thread while the DAG run waits."""
+
+    def __init__(
+        self, ledger: Ledger, decide: Callable[[ReviewQueue, list[str]], None], *, wait_for: str | None
+    ):
+        self.ledger = ledger
+        self.decide = decide
+        self.wait_for = wait_for
+        self.error: BaseException | None = None
+        self.saw_waiter = False
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _waiter_present(self) -> bool:
+        """Whether the sensor is waiting the way it should: a trigger connection, or a rescheduled task."""
+        with psycopg.connect(self.ledger.dsn, autocommit=True) as conn:
+            if self.wait_for == "trigger":
+                return bool(
+                    conn.execute(
+                        "SELECT count(*) FROM pg_stat_activity"
+                        " WHERE application_name = 'conveyor-review-trigger' AND datname = current_database()"
+                    ).fetchone()[0]
+                )
+        return True
+
+    def _run(self) -> None:
+        try:
+            queue = ReviewQueue(self.ledger)
+            end = time.monotonic() + 90
+            while time.monotonic() < end:
+                waiting = [e.item.item_id for e in queue.list(workflows=[WF]).entries]
+                if len(waiting) == 3 and self._waiter_present():
+                    self.saw_waiter = True
+                    time.sleep(1.0)
+                    self.decide(queue, waiting)
+                    return
+                time.sleep(0.2)
+            raise AssertionError("the run never routed its items or never waited")
+        except BaseException as exc:  # reported by the test
+            self.error = exc
+
+    def __enter__(self) -> Reviewers:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.thread.join(timeout=100)
+        if self.error:
+            raise self.error
+
+
+def decide_all(queue: ReviewQueue, ids: list[str]) -> None:
+    for item_id in ids:
+        if item_id.endswith(":P1"):
+            queue.decide(item_id, "approve", reviewer="alice", comment="fine")
+        elif item_id.endswith(":P2"):
+            queue.decide(item_id, "reject", reviewer="bob", comment="duplicate invoice")
+        else:
+            queue.decide(item_id, "approve", reviewer="alice", comment="accepted as is")
+
+
+def test_deferrable_sensor_waits_in_the_trigger_until_every_item_is_decided(airflow_db, ledger):
+    from tests.dag_fixtures.review_dags import review_deferrable
+
+    with Reviewers(ledger, decide_all, wait_for="trigger") as reviewers:
+        run = review_deferrable.test()
+
+    assert reviewers.saw_waiter, "the sensor never waited in its trigger"
+    assert run.state == "success"
+    summary = xcom(run, "wait_for_review")
+    assert summary["outcome"] == "all_decided" and summary["escalation_applied"] is None
+    assert summary["needed_review"] == 3 and summary["decided"] == 3 and summary["pending"] == 0
+    assert summary["decided_by"] == {"reviewer:alice": 2, "reviewer:bob": 1}
+    assert summary["outcomes"] == {"ai_processed": 1, "rejected": 1, "validated": 1}
+    assert summary["waited_seconds"] >= 1.0
+    assert xcom(run, "downstream") == {"ai_processed": 1, "rejected": 1, "validated": 2}
+
+
+def test_reschedule_mode_waits_without_a_triggerer(airflow_db, ledger):
+    from tests.dag_fixtures.review_dags import review_reschedule
+
+    with Reviewers(ledger, decide_all, wait_for=None):
+        run = review_reschedule.test()
+
+    assert run.state == "success"
+    summary = xcom(run, "wait_for_review")
+    assert summary["outcome"] == "all_decided" and summary["decided"] == 3
+    assert summary["waited_seconds"] >= 1.0  # measured from the first reschedule, not the last poke
+    from airflow.models.taskreschedule import TaskReschedule
+    from airflow.utils.session import create_session
+    from sqlalchemy import func, select
+
+    with create_session() as session:
+        ti = run.get_task_instance("wait_for_review", session=session)
+        reschedules = session.scalar(
+            select(func.count()).select_from(TaskReschedule).where(TaskReschedule.ti_id == ti.id)
+        )
+    assert reschedules >= 1, "the sensor never gave its worker slot back"
+
+
+def test_timeout_with_escalation_reject_rejects_what_is_left(airflow_db, ledger):
+    from tests.dag_fixtures.review_dags import review_escalate_reject
+
+    def decide_one(queue: ReviewQueue, ids: list[str]) -> None:
+        queue.decide(next(i for i in ids if i.endswith(":P1")), "approve", reviewer="alice")
+
+    with Reviewers(ledger, decide_one, wait_for="trigger"):
+        run = review_escalate_reject.test()
+
+    assert run.state == "success"
+    summary = xcom(run, "wait_for_review")
+    assert summary["outcome"] == "timed_out" and summary["escalation_applied"] == "reject"
+    assert summary["auto_rejected"] == 2 and summary["pending"] == 0
+    assert summary["decided_by"] == {"reviewer:alice": 1, "review_escalate_reject.wait_for_review#1": 2}
+    assert ledger.get(f"{WF}:P2").status == "rejected"
+    last = ledger.history(f"{WF}:Q1")[-1]
+    assert last.actor == "review_escalate_reject.wait_for_review#1"
+    assert last.reason.startswith("no review decision within 2s")
+    assert xcom(run, "downstream") == {"ai_processed": 1, "rejected": 2, "validated": 1}
+
+
+def test_timeout_with_escalation_proceed_goes_on_with_approved_items(airflow_db, ledger):
+    from tests.dag_fixtures.review_dags import review_escalate_proceed
+
+    def decide_one(queue: ReviewQueue, ids: list[str]) -> None:
+        queue.decide(next(i for i in ids if i.endswith(":P1")), "approve", reviewer="alice")
+
+    with Reviewers(ledger, decide_one, wait_for="trigger"):
+        run = review_escalate_proceed.test()
+
+    assert run.state == "success"
+    summary = xcom(run, "wait_for_review")
+    assert summary["outcome"] == "timed_out" and summary["escalation_applied"] == "proceed"
+    assert summary["decided"] == 1 and summary["pending"] == 2 and summary["auto_rejected"] == 0
+    assert xcom(run, "downstream") == {
+        "ai_processed": 1,
+        "pending_review": 1,
+        "quarantined": 1,
+        "validated": 1,
+    }
+
+
+def test_timeout_with_escalation_fail_fails_and_alerts(airflow_db, ledger, tmp_path, monkeypatch):
+    from tests.dag_fixtures.review_dags import review_escalate_fail
+
+    alerts = tmp_path / "alerts.jsonl"
+    monkeypatch.setenv("CONVEYOR_TEST_ALERTS", str(alerts))
+
+    run = review_escalate_fail.test()
+
+    assert run.state == "failed"
+    assert task_state(run, "wait_for_review") == "failed"
+    assert task_state(run, "downstream") == "upstream_failed"
+    summary = xcom(run, "wait_for_review", key="review_summary")
+    assert summary["outcome"] == "timed_out" and summary["escalation_applied"] == "fail"
+    assert summary["pending"] == 3 and summary["decided"] == 0
+    alert = json.loads(alerts.read_text().splitlines()[0])
+    assert alert["task_id"] == "wait_for_review"
+    assert "escalation 'fail'" in alert["error"] and "3 item(s) still waiting" in alert["error"]
+    assert ledger.get(f"{WF}:Q1").status == "quarantined"  # the items stay on the queue
+
+
+def test_sensor_arguments_are_checked():
+    with pytest.raises(ValueError, match="escalation must be one of"):
+        HumanReviewSensor(task_id="w", workflow=WF, escalation="ignore")
+    with pytest.raises(ValueError, match="not both"):
+        HumanReviewSensor(task_id="w", workflow=WF, mode="reschedule", deferrable=True)
+    assert HumanReviewSensor(task_id="w", workflow=WF).deferrable is True
+    assert HumanReviewSensor(task_id="w", workflow=WF, mode="reschedule").deferrable is False
+    assert HumanReviewSensor(task_id="w", workflow=WF, escalation="reject").escalation is Escalation.REJECT

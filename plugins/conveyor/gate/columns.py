@@ -1,0 +1,143 @@
+"""Typed columns: apply the suite's declared column types to the rows as read.
+
+A CSV cell ``"1250.40"`` becomes the number the expectations compare; a cell that does not
+parse (``"12,50"``, ``"27/11/2026"`` for an ISO date) becomes a row-level finding naming the
+value and the expected form, and is null in the typed frame (so the range checks of GX do not
+report it a second time). Numbers are ``float64`` and dates ``datetime64[ns]``, the dtypes for
+which Great Expectations' pandas engine compares vectorised.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from conveyor.gate.suites import ColumnSpec
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+PARSE_EXPECTATION = "conveyor_value_parses_as_type"
+#: A plain number (what ``float()`` takes, minus inf/nan); RE2-compatible so pandas stays in pyarrow.
+_NUMBER = r" *[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)? *"
+#: Common date spellings, to tell the engineer what a column that fails to parse actually holds.
+_DATE_GUESSES = (
+    ("%d/%m/%Y", "DD/MM/YYYY"),
+    ("%m/%d/%Y", "MM/DD/YYYY"),
+    ("%d.%m.%Y", "DD.MM.YYYY"),
+    ("%Y/%m/%d", "YYYY/MM/DD"),
+    ("%d-%m-%Y", "DD-MM-YYYY"),
+    ("%Y%m%d", "YYYYMMDD"),
+    ("%Y-%m-%d", "YYYY-MM-DD"),
+    ("%d %b %Y", "DD Mon YYYY"),
+)
+
+
+@dataclass(frozen=True)
+class ParseFailure:
+    """A value that is not of its column's declared type."""
+
+    row: int
+    column: str
+    value: Any
+    expected: str
+
+
+def typed_frame(
+    raw: pd.DataFrame, specs: Mapping[str, ColumnSpec]
+) -> tuple[pd.DataFrame, list[ParseFailure]]:
+    """The rows with declared columns converted to their types, and every value that did not convert.
+
+    Columns not declared in the suite are left as read.
+    """
+    typed = raw.copy(deep=False)
+    failures: list[ParseFailure] = []
+    for name, spec in specs.items():
+        if name not in raw.columns or spec.kind == "string":
+            continue
+        converted, bad = convert(raw[name], spec)
+        typed[name] = converted
+        if bad.any():
+            expected = spec.describe()
+            failures.extend(
+                ParseFailure(int(row), name, value, expected) for row, value in raw[name][bad].items()
+            )
+    return typed, failures
+
+
+def convert(series: pd.Series, spec: ColumnSpec) -> tuple[pd.Series, pd.Series]:
+    """(converted series, mask of non-null values that did not convert)."""
+    import pandas as pd
+
+    present = series.notna()
+    if spec.kind in ("number", "integer"):
+        if pd.api.types.is_bool_dtype(series.dtype):
+            return pd.Series(float("nan"), index=series.index, dtype="float64"), present
+        if pd.api.types.is_numeric_dtype(series.dtype):
+            converted = series.astype("float64")
+        else:
+            text = _as_text(series)
+            looks_numeric = text.str.fullmatch(_NUMBER).fillna(False).astype(bool)
+            converted = pd.to_numeric(text.where(looks_numeric), errors="coerce").astype("float64")
+        bad = present & converted.isna()
+        if spec.kind == "integer":
+            fractional = converted.notna() & (converted % 1 != 0)
+            converted = converted.mask(fractional)
+            bad = bad | fractional
+        return converted, bad
+    if spec.is_temporal:
+        if pd.api.types.is_datetime64_any_dtype(series.dtype):
+            converted = series
+            if getattr(series.dt, "tz", None) is not None:
+                converted = series.dt.tz_convert("UTC").dt.tz_localize(None)
+        else:
+            text = _as_text(series)
+            converted = pd.to_datetime(text, format=spec.format, errors="coerce")
+            if getattr(converted.dt, "tz", None) is not None:
+                converted = converted.dt.tz_convert("UTC").dt.tz_localize(None)
+        converted = converted.astype("datetime64[ns]")
+        return converted, present & converted.isna()
+    return series, pd.Series(False, index=series.index)
+
+
+def _as_text(series: pd.Series) -> pd.Series:
+    import pandas as pd
+
+    if pd.api.types.is_string_dtype(series.dtype) and series.dtype != object:
+        return series
+    return series.map(lambda v: v if isinstance(v, str) or v is None or v != v else str(v)).astype("str")
+
+
+def guess_date_format(values: list[Any]) -> str | None:
+    """The common spelling most of ``values`` follow (``DD/MM/YYYY``...), or None."""
+    samples = [str(v) for v in values if isinstance(v, str)][:20]
+    if not samples:
+        return None
+    best, best_hits = None, 0
+    for fmt, label in _DATE_GUESSES:
+        hits = 0
+        for sample in samples:
+            try:
+                datetime.strptime(sample.strip(), fmt)
+                hits += 1
+            except ValueError:
+                pass
+        if hits > best_hits:
+            best, best_hits = label, hits
+    return best if best_hits >= max(1, len(samples) // 2) else None
+
+
+def add_computed(frame: pd.DataFrame, computed: Mapping[str, str]) -> pd.DataFrame:
+    """Add the suite's computed columns (``DataFrame.eval`` expressions over the typed columns)."""
+    from conveyor.gate.errors import BatchRejected
+
+    for name, expression in computed.items():
+        try:
+            frame[name] = frame.eval(expression, engine="python")
+        except Exception as exc:
+            raise BatchRejected(
+                "suite_error", f"computed column {name} = {expression!r} cannot be evaluated: {exc}"
+            ) from None
+    return frame

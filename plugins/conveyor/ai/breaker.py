@@ -1,0 +1,277 @@
+"""The circuit breaker of a model endpoint, its state in the ledger DB so every worker shares it.
+
+States (table ``conveyor.ai_breakers``, one row per endpoint):
+
+* ``closed``: calls go through; each failed call (429, 5xx, timeout, connection error) adds one
+  to ``failures``, each answered call resets it to 0.
+* ``open``: reached after ``threshold`` consecutive failures. Nobody calls the endpoint until
+  ``cooldown`` seconds have passed since it opened; :meth:`CircuitBreaker.acquire` raises
+  :class:`BreakerOpen` at once, without touching the network.
+* ``half_open``: after the cool-down exactly one worker wins the probe (a guarded ``UPDATE``);
+  its call decides: answered -> ``closed``, failed -> ``open`` again with a fresh cool-down. In
+  the probing process, the other calls wait for the probe's outcome; in other processes they see
+  the breaker as open. A probe that never reports back (its worker was killed) is taken over
+  after ``probe_timeout``.
+
+Each transition is a single guarded statement, so two workers can never both win a probe or
+both re-open the breaker. Reads are cached for ``poll_interval`` seconds: a healthy endpoint
+costs no database round trip per call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import psycopg
+
+from conveyor.ai.errors import BreakerOpen
+from conveyor.ledger.store import Ledger
+
+_COLUMNS = "state, failures, opened_at, probe_owner, probe_started_at, last_error, now()"
+
+
+@dataclass(frozen=True)
+class BreakerState:
+    """One reading of an endpoint's breaker."""
+
+    state: str
+    failures: int
+    opened_at: datetime | None
+    probe_owner: str | None
+    probe_started_at: datetime | None
+    last_error: str | None
+    now: datetime
+
+    @classmethod
+    def from_row(cls, row: tuple[Any, ...]) -> BreakerState:
+        return cls(*row)
+
+
+class CircuitBreaker:
+    """The shared breaker of one endpoint.
+
+    :param ledger: the ledger whose database holds the state.
+    :param endpoint: the endpoint key (model and base URL).
+    :param threshold: consecutive failures that open it.
+    :param cooldown: seconds it stays open before one probe is let through.
+    :param poll_interval: seconds a reading is reused before the database is asked again.
+    :param probe_timeout: seconds after which a silent probe is taken over by another worker.
+    """
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        endpoint: str,
+        *,
+        threshold: int = 5,
+        cooldown: float = 60.0,
+        poll_interval: float = 1.0,
+        probe_timeout: float = 120.0,
+    ) -> None:
+        if threshold < 1:
+            raise ValueError("breaker threshold must be at least 1")
+        self.ledger = ledger
+        self.endpoint = endpoint
+        self.threshold = threshold
+        self.cooldown = cooldown
+        self.poll_interval = poll_interval
+        self.probe_timeout = probe_timeout
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._conn: psycopg.Connection | None = None
+        self._cached: tuple[BreakerState, float] | None = None
+        self._probe: asyncio.Event | None = None
+        self._db_lock = asyncio.Lock()
+
+    # -- database ----------------------------------------------------------------------------
+
+    def _execute(self, sql: str, params: dict[str, Any]) -> BreakerState | None:
+        for attempt in (1, 2):
+            try:
+                if self._conn is None or self._conn.closed:
+                    self._conn = psycopg.connect(
+                        self.ledger.dsn,
+                        autocommit=True,
+                        application_name="conveyor-breaker",
+                        connect_timeout=10,
+                    )
+                    self._conn.execute(
+                        "INSERT INTO conveyor.ai_breakers (endpoint) VALUES (%s) ON CONFLICT DO NOTHING",
+                        (self.endpoint,),
+                    )
+                row = self._conn.execute(sql, params).fetchone()  # type: ignore[arg-type]
+                state = BreakerState.from_row(row) if row else None
+                if state is not None:
+                    self._cached = (state, time.monotonic())
+                return state
+            except psycopg.OperationalError:
+                self._conn = None
+                if attempt == 2:
+                    raise
+        return None
+
+    def read(self) -> BreakerState:
+        """The current state (from the database)."""
+        state = self._execute(
+            f"SELECT {_COLUMNS} FROM conveyor.ai_breakers WHERE endpoint = %(endpoint)s",
+            {"endpoint": self.endpoint},
+        )
+        assert state is not None
+        return state
+
+    def _try_probe(self) -> BreakerState | None:
+        """Win the probe of an open breaker whose cool-down is over (or of a stale probe)."""
+        return self._execute(
+            f"""
+            UPDATE conveyor.ai_breakers SET state = 'half_open', probe_owner = %(me)s,
+                   probe_started_at = now(), updated_at = now()
+            WHERE endpoint = %(endpoint)s AND (
+                (state = 'open' AND opened_at <= now() - make_interval(secs => %(cooldown)s))
+                OR (state = 'half_open' AND probe_started_at <= now() - make_interval(secs => %(stale)s)))
+            RETURNING {_COLUMNS}
+            """,
+            {
+                "endpoint": self.endpoint,
+                "me": self.owner,
+                "cooldown": self.cooldown,
+                "stale": self.probe_timeout,
+            },
+        )
+
+    def _fail(self, error: str) -> BreakerState | None:
+        return self._execute(
+            f"""
+            UPDATE conveyor.ai_breakers SET
+                failures = failures + 1,
+                state = CASE WHEN state = 'half_open' OR (state = 'closed' AND failures + 1 >= %(threshold)s)
+                             THEN 'open' ELSE state END,
+                opened_at = CASE WHEN state = 'half_open'
+                                   OR (state = 'closed' AND failures + 1 >= %(threshold)s)
+                                 THEN now() ELSE opened_at END,
+                probe_owner = CASE WHEN state = 'half_open' THEN NULL ELSE probe_owner END,
+                last_error = %(error)s, updated_at = now()
+            WHERE endpoint = %(endpoint)s
+            RETURNING {_COLUMNS}
+            """,
+            {"endpoint": self.endpoint, "threshold": self.threshold, "error": error[:500]},
+        )
+
+    def _succeed(self) -> BreakerState | None:
+        return self._execute(
+            f"""
+            UPDATE conveyor.ai_breakers SET
+                failures = 0,
+                state = CASE WHEN state = 'half_open' THEN 'closed' ELSE state END,
+                opened_at = CASE WHEN state = 'half_open' THEN NULL ELSE opened_at END,
+                probe_owner = NULL, probe_started_at = NULL, updated_at = now()
+            WHERE endpoint = %(endpoint)s AND (
+                (state = 'half_open' AND probe_owner = %(me)s) OR (state = 'closed' AND failures > 0))
+            RETURNING {_COLUMNS}
+            """,
+            {"endpoint": self.endpoint, "me": self.owner},
+        )
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    async def _run(self, fn: Any, *args: Any) -> Any:
+        async with self._db_lock:
+            return await asyncio.to_thread(fn, *args)
+
+    def _fresh(self) -> BreakerState | None:
+        if self._cached is not None and time.monotonic() - self._cached[1] < self.poll_interval:
+            return self._cached[0]
+        return None
+
+    async def _view(self) -> BreakerState:
+        cached = self._fresh()
+        if cached is not None:
+            return cached
+        async with self._db_lock:
+            # Single flight: the calls that queued behind one refresh use its reading.
+            cached = self._fresh()
+            if cached is not None:
+                return cached
+            return await asyncio.to_thread(self.read)
+
+    def _open_error(self, state: BreakerState) -> BreakerOpen:
+        retry_at = None
+        if state.state == "open" and state.opened_at is not None:
+            retry_at = state.opened_at + timedelta(seconds=self.cooldown)
+        elif state.state == "half_open" and state.probe_started_at is not None:
+            retry_at = state.probe_started_at + timedelta(seconds=self.probe_timeout)
+        return BreakerOpen(
+            self.endpoint,
+            failures=state.failures,
+            opened_at=state.opened_at,
+            retry_at=retry_at,
+            last_error=state.last_error,
+        )
+
+    # -- the call protocol -------------------------------------------------------------------
+
+    async def acquire(self) -> None:
+        """Return when a call may go out; raise :class:`BreakerOpen` when it may not."""
+        while True:
+            if self._probe is not None:
+                # This process holds the probe: wait for its outcome, then look again.
+                await self._probe.wait()
+                self._cached = None
+                continue
+            state = await self._view()
+            if state.state == "closed":
+                return
+            due = (
+                state.state == "open"
+                and state.opened_at is not None
+                and state.now >= state.opened_at + timedelta(seconds=self.cooldown)
+            ) or (
+                state.state == "half_open"
+                and state.probe_started_at is not None
+                and state.now >= state.probe_started_at + timedelta(seconds=self.probe_timeout)
+            )
+            if not due:
+                raise self._open_error(state)
+            won = await self._run(self._try_probe)
+            if won is not None:
+                self._probe = asyncio.Event()
+                return
+            self._cached = None  # somebody else won; read again
+
+    async def record_success(self) -> None:
+        """The endpoint answered (whatever the answer): reset the count, close after a probe."""
+        probing = self._probe is not None
+        cached = self._cached[0] if self._cached else None
+        if probing or cached is None or cached.failures > 0 or cached.state != "closed":
+            await self._run(self._succeed)
+        if probing:
+            self._finish_probe()
+
+    async def record_failure(self, error: str) -> None:
+        """A call failed transiently: count it; the threshold (or a failed probe) opens the breaker."""
+        await self._run(self._fail, error)
+        if self._probe is not None:
+            self._finish_probe()
+
+    def abandon(self) -> None:
+        """A call that had acquired ended without an outcome (cancelled): stop waiting on it here.
+
+        If it held the probe, the row stays ``half_open`` under this worker's name and another
+        worker takes the probe over after ``probe_timeout``.
+        """
+        if self._probe is not None:
+            self._finish_probe()
+
+    def _finish_probe(self) -> None:
+        event, self._probe = self._probe, None
+        self._cached = None
+        if event is not None:
+            event.set()

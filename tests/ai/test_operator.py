@@ -1,0 +1,110 @@
+"""AIStepOperator: parameters, templated fields, and how failures reach Airflow (retry or not)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.ai.conftest import PRIMARY_CONN
+from tests.ai.seeding import context, exception_rows, seed_exceptions
+
+
+def test_an_empty_run_fails_without_retries_and_an_open_breaker_fails_for_the_retry(ledger, llm):
+    from airflow.sdk.exceptions import AirflowException, AirflowFailException
+    from conveyor.ai.operators import AIStepOperator
+
+    empty = AIStepOperator(
+        task_id="classify", workflow="supplier_exceptions", ai_task="classify_exception", run_id="nothing"
+    )
+    with pytest.raises(AirflowFailException, match="has no items in the ledger at all"):
+        empty.execute(context("nothing"))
+
+    seed_exceptions(ledger, "r1", exception_rows(3))
+    llm.configure(fail_all="503")
+    broken = AIStepOperator(
+        task_id="classify",
+        workflow="supplier_exceptions",
+        ai_task="classify_exception",
+        run_id="r1",
+        model=PRIMARY_CONN,
+        fallback_model="None",  # what "{{ params.fallback }}" renders for a missing value: no fallback
+        breaker_threshold=1,
+        max_concurrency=1,
+        backoff_base=0.01,
+    )
+    with pytest.raises(AirflowException, match="circuit breaker open") as failed:
+        broken.execute(context("r1"))
+    assert not isinstance(failed.value, AirflowFailException)  # Airflow retries it after the cool-down
+
+
+def test_declared_task_and_fields_are_checked_before_anything_runs(ledger):
+    from conveyor.ai.definitions import CLASSIFY_SPEND, get_ai_task
+    from conveyor.ai.operators import AIStepOperator
+    from conveyor.ai.runner import AIStepRunner, StepConfig
+
+    assert AIStepOperator.template_fields == (
+        "workflow",
+        "run_id",
+        "model",
+        "fallback_model",
+        "from_status",
+        "to_status",
+    )
+    with pytest.raises(
+        ValueError, match="unknown AI task 'summarise'; known: classify_exception, classify_spend"
+    ):
+        get_ai_task("summarise")
+    with pytest.raises(ValueError, match="does not allow 'validated' -> 'published'"):
+        AIStepRunner(
+            ledger,
+            StepConfig(
+                workflow="supplier_exceptions",
+                run_id="r",
+                task=get_ai_task("classify_exception"),
+                actor="t",
+                to_status="published",
+            ),
+        )
+    with pytest.raises(ValueError, match="unknown local model 'gpt-local'"):
+        AIStepRunner(
+            ledger,
+            StepConfig(
+                workflow="invoice_processing",
+                run_id="r",
+                task=CLASSIFY_SPEND,
+                actor="t",
+                model="local:gpt-local",
+            ),
+        )
+    with pytest.raises(ValueError, match="min_confidence must be between 0 and 1"):
+        StepConfig(
+            workflow="invoice_processing", run_id="r", task=CLASSIFY_SPEND, actor="t", min_confidence=70
+        )
+
+
+def test_without_docs_the_operator_declares_its_recovery_strategies_for_the_lint():
+    from conveyor.ai.operators import AIStepOperator
+    from conveyor.recovery import Recovery, declared
+
+    plain = AIStepOperator(task_id="a", workflow="supplier_exceptions", ai_task="classify_exception")
+    backed = AIStepOperator(
+        task_id="b",
+        workflow="supplier_exceptions",
+        ai_task="classify_exception",
+        model=PRIMARY_CONN,
+        fallback_model="local",
+    )
+    own = AIStepOperator(
+        task_id="c",
+        workflow="supplier_exceptions",
+        ai_task="classify_exception",
+        doc_md="Recovery: manual intervention — a person reruns it",
+    )
+
+    assert declared(plain.doc_md) == [
+        Recovery.CIRCUIT_BREAKER,
+        Recovery.RETRY,
+        Recovery.GRACEFUL_DEGRADATION,
+        Recovery.MANUAL_INTERVENTION,
+    ]
+    assert Recovery.ALTERNATIVE_PATH in declared(backed.doc_md)
+    assert declared(own.doc_md) == [Recovery.MANUAL_INTERVENTION]

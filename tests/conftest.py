@@ -110,3 +110,33 @@ def airflow_db(ledger_dsn: str) -> Iterator[str]:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     shutil.rmtree(_TMP, ignore_errors=True)
+
+
+def _wants_api_server(session: pytest.Session) -> bool:
+    return any("api_server" in getattr(item, "fixturenames", ()) for item in session.items)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _api_server_process(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """Start the API server as soon as the session starts, when any test needs it: it takes tens of
+    seconds to come up, and the tests that use it find it ready."""
+    if not _wants_api_server(request.session):
+        yield None
+        return
+    from conveyor.quickstart.api_server import ApiServerProcess
+
+    from tests.support.api import USERS
+
+    request.getfixturevalue("airflow_db")
+    process = ApiServerProcess(tmp_path_factory.mktemp("api-server"), USERS)
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+@pytest.fixture(scope="session")
+def api_server(_api_server_process):
+    """A real ``airflow api-server`` on the session's metadata DB, the Conveyor plugin mounted."""
+    assert _api_server_process is not None
+    return _api_server_process.wait_ready(180)

@@ -8,14 +8,15 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conveyor.recovery import Recovery, declared, recovery
 
 FIXTURES = Path(__file__).parent / "lint_fixtures"
 
 
 def test_recovery_line_round_trips():
-    doc = recovery(Recovery.CIRCUIT_BREAKER, Recovery.ALTERNATIVE_PATH, why="the model endpoint fails", doc="Calls the model.")
+    doc = recovery(
+        Recovery.CIRCUIT_BREAKER, Recovery.ALTERNATIVE_PATH, why="the model endpoint fails", doc="Calls the model."
+    )
     assert doc.startswith("Calls the model.")
     assert "Recovery: circuit breaker + alternative path — the model endpoint fails" in doc
     assert declared(doc) == [Recovery.CIRCUIT_BREAKER, Recovery.ALTERNATIVE_PATH]

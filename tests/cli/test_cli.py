@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conveyor.ledger import NewItem
 
 WF = "supplier_exceptions"
@@ -25,10 +24,18 @@ def run(*args: str, dsn: str | None = None, env: dict[str, str] | None = None) -
 
 @pytest.fixture
 def seeded(ledger, ledger_dsn):
-    ledger.receive(WF, "run-7", [NewItem("PO-1042", {"supplier_id": "SUP-0001", "notes": "late «truck»"}),
-                                 NewItem("PO-1043", {"supplier_id": "SUP-0002"})], actor="gate#1")
-    ledger.transition(WF, [f"{WF}:PO-1042"], to_status="validated", from_status="received", actor="gate#1",
-                      reason="passed the gate")
+    ledger.receive(
+        WF,
+        "run-7",
+        [
+            NewItem("PO-1042", {"supplier_id": "SUP-0001", "notes": "late «truck»"}),
+            NewItem("PO-1043", {"supplier_id": "SUP-0002"}),
+        ],
+        actor="gate#1",
+    )
+    ledger.transition(
+        WF, [f"{WF}:PO-1042"], to_status="validated", from_status="received", actor="gate#1", reason="passed the gate"
+    )
     return ledger_dsn
 
 
@@ -56,11 +63,16 @@ def test_history_lists_every_transition(seeded):
 
 
 def test_items_filters(seeded):
-    data = json.loads(run("items", "--workflow", WF, "--run", "run-7", "--status", "received", "--json", dsn=seeded).stdout)
+    data = json.loads(
+        run("items", "--workflow", WF, "--run", "run-7", "--status", "received", "--json", dsn=seeded).stdout
+    )
     assert [i["item_id"] for i in data] == [f"{WF}:PO-1043"]
     table = run("items", "--run", "run-7", dsn=seeded)
     assert f"{WF}:PO-1042" in table.stdout and f"{WF}:PO-1043" in table.stdout
     assert "no items match" in run("items", "--run", "nope", dsn=seeded).stdout
+    assert (
+        f"progress of run run-7 ({WF}): 0 of 2 done (published), 0 waiting for a person, 0 stopped, 2 in flight"
+    ) in table.stdout
 
 
 def test_unknown_item_exits_3(seeded):
@@ -118,6 +130,11 @@ def test_status_does_not_import_airflow_or_the_write_driver(seeded):
         "heavy=[m for m in ('airflow','psycopg','pandas','great_expectations','sklearn') if m in sys.modules];"
         "print('HEAVY', heavy)"
     )
-    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
-                            env=dict(os.environ, CONVEYOR_LEDGER_DSN=seeded))
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, CONVEYOR_LEDGER_DSN=seeded),
+    )
     assert "HEAVY []" in result.stdout, result.stdout + result.stderr

@@ -5,7 +5,6 @@ from __future__ import annotations
 import multiprocessing as mp
 
 import psycopg
-
 from conveyor.ledger import Ledger
 from conveyor.ledger.migrate import available_migrations
 

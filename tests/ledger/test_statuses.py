@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import pytest
-
 from conveyor.ledger.errors import UnknownWorkflow
-from conveyor.ledger.statuses import DEFAULT_CHAIN, INVOICE_CHAIN, Status, Workflow, get_workflow, parse_status
+from conveyor.ledger.statuses import (
+    DEFAULT_CHAIN,
+    INVOICE_CHAIN,
+    Status,
+    Workflow,
+    get_workflow,
+    parse_status,
+)
 
 
 def test_default_chain_walks_forward_and_never_back():

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from conveyor.ledger import IllegalTransition, ItemUpdate, LedgerUnavailable, NewItem, UnknownItem
 from conveyor.ledger.store import input_hash
 
@@ -81,7 +80,9 @@ def test_transition_moves_items_with_data_and_audit_in_one_step(ledger):
     assert set(item.stage_times) == {"received", "validated", "ai_processed"}
     audit = ledger.history(f"{WF}:PO-2")
     assert [(r.from_status, r.to_status) for r in audit] == [
-        (None, "received"), ("received", "validated"), ("validated", "ai_processed")
+        (None, "received"),
+        ("received", "validated"),
+        ("validated", "ai_processed"),
     ]
     assert audit[-1].reason == "low confidence 0.41"
     assert audit[-1].actor == "ai#1"
@@ -118,7 +119,9 @@ def test_illegal_transition_names_item_status_and_target_and_changes_nothing(led
 
 def test_illegal_transition_with_an_explicit_from_status_is_refused_before_writing(ledger):
     receive(ledger, ["PO-1"])
-    with pytest.raises(IllegalTransition, match="item 'supplier_exceptions:PO-1' is 'received'; cannot move to 'published'"):
+    with pytest.raises(
+        IllegalTransition, match="item 'supplier_exceptions:PO-1' is 'received'; cannot move to 'published'"
+    ):
         ledger.transition(WF, [f"{WF}:PO-1"], to_status="published", from_status="received", actor="t")
     assert ledger.get(f"{WF}:PO-1").status == "received"
 
@@ -153,8 +156,11 @@ def test_payload_update_recomputes_the_input_hash(ledger):
     corrected = {"key": "PO-1", "amount": 12.5, "notes": "ü"}
 
     ledger.transition(
-        WF, {f"{WF}:PO-1": ItemUpdate(payload=corrected, reason="corrected")}, to_status="received",
-        from_status="quarantined", actor="reviewer:ana",
+        WF,
+        {f"{WF}:PO-1": ItemUpdate(payload=corrected, reason="corrected")},
+        to_status="received",
+        from_status="quarantined",
+        actor="reviewer:ana",
     )
 
     item = ledger.get(f"{WF}:PO-1")

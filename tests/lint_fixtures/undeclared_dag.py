@@ -5,7 +5,6 @@ from __future__ import annotations
 import pendulum
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG
-
 from conveyor.recovery import Recovery, recovery
 
 with DAG("lint_fixture", schedule=None, start_date=pendulum.datetime(2026, 1, 1)):

@@ -1,23 +1,13 @@
-"""Fixtures of the review tests: items routed to review in the real ledger, and a real Airflow
-API server (``airflow api-server`` subprocess) with the Conveyor plugin, simple-auth users and
-real JWT tokens."""
+"""Fixtures of the review tests: items routed to review in the real ledger (the real API server
+with simple-auth users and real tokens is the session's, see tests/conftest.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
-import pytest
 from conveyor.ledger import Ledger, NewItem
 from conveyor.ledger.statuses import Status, get_workflow
 from conveyor.ledger.store import ItemUpdate
-from conveyor.quickstart.api_server import ApiServer, ApiServerProcess
-
-#: simple auth manager users: name -> (role, password)
-USERS: dict[str, tuple[str, str]] = {
-    "admin": ("admin", "admin-pass-1"),
-    "rita": ("user", "rita-pass-1"),
-    "victor": ("viewer", "victor-pass-1"),
-}
 
 
 def route_to_review(
@@ -93,34 +83,3 @@ def route_to_review(
 
 def _previous(flow, step):
     return flow.chain[flow.chain.index(step) - 1]
-
-
-def _wants_api_server(session: pytest.Session) -> bool:
-    return any("api_server" in getattr(item, "fixturenames", ()) for item in session.items)
-
-
-@pytest.fixture(scope="package", autouse=True)
-def _api_server_process(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ApiServerProcess | None]:
-    """Launch the API server as soon as this folder's tests start, when any of them needs it.
-
-    It takes tens of seconds to come up; the web tests (named to run last) find it ready.
-    """
-    if not _wants_api_server(request.session):
-        yield None
-        return
-    request.getfixturevalue("airflow_db")
-    request.getfixturevalue("ledger_dsn")
-    process = ApiServerProcess(tmp_path_factory.mktemp("api-server"), USERS)
-    try:
-        yield process
-    finally:
-        process.stop()
-
-
-@pytest.fixture(scope="package")
-def api_server(_api_server_process: ApiServerProcess | None) -> ApiServer:
-    """A real Airflow API server on a free port, with the Conveyor plugin mounted at /conveyor."""
-    assert _api_server_process is not None
-    return _api_server_process.wait_ready(180)

@@ -6,8 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
+from conveyor.quickstart.api_server import ApiServer
 
-from tests.review.conftest import USERS, ApiServer, route_to_review
+from tests.review.conftest import route_to_review
+from tests.support.api import USERS
 
 WF = "supplier_exceptions"
 SCRIPT = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from conveyor.cli.output import print_json, print_table
 from conveyor.ledger.statuses import parse_status
+
+if TYPE_CHECKING:
+    from conveyor.ledger.store import Ledger
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -91,4 +95,34 @@ def run_items(args: argparse.Namespace) -> int:
         [(i.item_id, i.status, i.run_id, i.updated_at, i.reason) for i in found],
         ["item", "status", "run", "updated", "reason"],
     )
+    if args.run_id:
+        for line in run_progress(ledger, args.run_id, args.workflow):
+            print(line)
     return 0
+
+
+def run_progress(ledger: Ledger, run_id: str, workflow: str | None) -> list[str]:
+    """One line per workflow of the run: items done of items received, and where the rest are."""
+    from conveyor.ledger.statuses import REVIEW_STATUSES, get_workflow
+
+    query = "SELECT workflow, status, count(*) FROM conveyor.items WHERE run_id = %s"
+    params: list[str] = [run_id]
+    if workflow:
+        query += " AND workflow = %s"
+        params.append(workflow)
+    with ledger.connect() as conn:
+        rows = conn.execute(query + " GROUP BY 1, 2", params).fetchall()
+    per_workflow: dict[str, dict[str, int]] = {}
+    for name, status, count in rows:
+        per_workflow.setdefault(name, {})[status] = count
+    lines = []
+    for name, counts in sorted(per_workflow.items()):
+        flow = get_workflow(name)
+        received, done = sum(counts.values()), counts.get(flow.done, 0)
+        review = sum(counts.get(s, 0) for s in REVIEW_STATUSES)
+        stopped = sum(counts.get(s, 0) for s in ("rejected", "failed", "cancelled"))
+        lines.append(
+            f"progress of run {run_id} ({name}): {done} of {received} done ({flow.done.value}), "
+            f"{review} waiting for a person, {stopped} stopped, {received - done - review - stopped} in flight"
+        )
+    return lines

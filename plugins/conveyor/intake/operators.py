@@ -105,7 +105,14 @@ class InboxIntakeOperator(BaseOperator):
         if not inbox.is_dir():
             raise AirflowFailException(f"inbox not found: {inbox}")
         files = sorted(p for p in inbox.iterdir() if p.is_file() and p.suffix.lower() in self.extensions)
+        ledger = Ledger(conn_id=self.ledger_conn_id)
         if not files:
+            # A cleared run whose documents were taken in (and archived) by its first attempt.
+            taken = ledger.count_by_status(workflow=self.workflow, run_id=context["run_id"])
+            if taken:
+                self.log.info("Inbox %s is empty; this run already took in %d document(s).", inbox,
+                              sum(taken.values()))
+                return {"documents": 0, "received": 0, "already_known": sum(taken.values())}
             others = sorted(p.name for p in inbox.iterdir())[:5]
             raise AirflowFailException(
                 f"inbox {inbox} has no documents ({', '.join(self.extensions)})"
@@ -126,7 +133,6 @@ class InboxIntakeOperator(BaseOperator):
                     input_hash=hashlib.sha256(raw).hexdigest(),
                 )
             )
-        ledger = Ledger(conn_id=self.ledger_conn_id)
         result = ledger.receive(self.workflow, context["run_id"], items, actor=task_actor(context))
         if result.conflicts:
             listed = ", ".join(f"{k} (run {run}, {status})" for k, (run, status) in list(result.conflicts.items())[:5])

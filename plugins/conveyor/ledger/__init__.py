@@ -33,7 +33,23 @@ _EXPORTS = {
     "TransitionResult": "store",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "IllegalTransition",
+    "Item",
+    "ItemUpdate",
+    "Ledger",
+    "LedgerError",
+    "LedgerUnavailable",
+    "NewItem",
+    "ReceiveResult",
+    "Status",
+    "TransitionRecord",
+    "TransitionResult",
+    "UnknownItem",
+    "Workflow",
+    "get_workflow",
+    "register_workflow",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -105,21 +105,27 @@ class TransitionResult:
         return bool(self.moved)
 
 
-
 # Optional per-item data of a move: (name, SQL array type, value of an ItemUpdate or None to keep,
 # SET clause). A column travels to the server only when some item of the chunk sets it, so the
 # common bulk move (ids only) stays a lean statement.
 _OPTIONAL_FIELDS: tuple[tuple[str, str, Callable[[ItemUpdate], Any], str], ...] = (
-    ("ai_result", "text", lambda u: None if u.ai_result is _UNSET else canonical_json(u.ai_result),
-     "ai_result = COALESCE(src.ai_result::jsonb, i.ai_result)"),
+    (
+        "ai_result",
+        "text",
+        lambda u: None if u.ai_result is _UNSET else canonical_json(u.ai_result),
+        "ai_result = COALESCE(src.ai_result::jsonb, i.ai_result)",
+    ),
     ("confidence", "float8", lambda u: u.confidence, "confidence = COALESCE(src.confidence, i.confidence)"),
     ("last_error", "text", lambda u: u.last_error, "last_error = COALESCE(src.last_error, i.last_error)"),
-    ("payload", "text", lambda u: None if u.payload is None else canonical_json(u.payload),
-     "payload = COALESCE(src.payload::jsonb, i.payload), input_hash = CASE WHEN src.payload IS NULL"
-     " THEN i.input_hash ELSE encode(sha256(convert_to(src.payload, 'UTF8')), 'hex') END"),
+    (
+        "payload",
+        "text",
+        lambda u: None if u.payload is None else canonical_json(u.payload),
+        "payload = COALESCE(src.payload::jsonb, i.payload), input_hash = CASE WHEN src.payload IS NULL"
+        " THEN i.input_hash ELSE encode(sha256(convert_to(src.payload, 'UTF8')), 'hex') END",
+    ),
     ("review_target", "text", lambda u: u.review_target, "review_target = src.review_target"),
-    ("add_attempts", "int", lambda u: u.add_attempts or None,
-     "attempts = i.attempts + COALESCE(src.add_attempts, 0)"),
+    ("add_attempts", "int", lambda u: u.add_attempts or None, "attempts = i.attempts + COALESCE(src.add_attempts, 0)"),
     ("reason", "text", lambda u: u.reason, "reason = src.reason"),
 )
 
@@ -171,9 +177,7 @@ class Ledger:
     :param application_name: shown in ``pg_stat_activity``.
     """
 
-    def __init__(
-        self, dsn: str | None = None, *, conn_id: str = CONN_ID, application_name: str = "conveyor"
-    ) -> None:
+    def __init__(self, dsn: str | None = None, *, conn_id: str = CONN_ID, application_name: str = "conveyor") -> None:
         self.dsn = resolve_dsn(dsn, conn_id=conn_id)
         self.application_name = application_name
 
@@ -191,9 +195,7 @@ class Ledger:
             )
         except psycopg.OperationalError as exc:
             first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise LedgerUnavailable(
-                f"cannot reach the ledger database at {describe(self.dsn)}: {first_line}"
-            ) from None
+            raise LedgerUnavailable(f"cannot reach the ledger database at {describe(self.dsn)}: {first_line}") from None
         try:
             with conn:
                 yield conn
@@ -258,8 +260,9 @@ class Ledger:
         with conn.cursor() as cur:
             with cur.copy("COPY incoming (item_id, business_key, payload, input_hash, priority) FROM STDIN") as cp:
                 for item_id, item in chunk:
-                    cp.write_row((item_id, item.business_key, canonical_json(item.payload), item.hashed(),
-                                  item.priority))
+                    cp.write_row(
+                        (item_id, item.business_key, canonical_json(item.payload), item.hashed(), item.priority)
+                    )
             inserted = cur.execute(
                 """
                 WITH ins AS (
@@ -412,7 +415,9 @@ class Ledger:
 
     def effects(self, step: str, item_ids: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
         """The recorded effects of a step (item id -> state, result, times)."""
-        query = "SELECT item_id, state, result, claimed_by, claimed_at, completed_at FROM conveyor.effects WHERE step = %s"
+        query = (
+            "SELECT item_id, state, result, claimed_by, claimed_at, completed_at FROM conveyor.effects WHERE step = %s"
+        )
         params: list[Any] = [step]
         if item_ids is not None:
             query += " AND item_id = ANY(%s)"
@@ -476,7 +481,10 @@ class Ledger:
                 f"SELECT {TRANSITION_COLUMNS} FROM conveyor.transitions WHERE item_id = %s ORDER BY id",
                 (item_id,),
             ).fetchall()
-            if not rows and cur.execute("SELECT 1 FROM conveyor.items WHERE item_id = %s", (item_id,)).fetchone() is None:
+            if (
+                not rows
+                and cur.execute("SELECT 1 FROM conveyor.items WHERE item_id = %s", (item_id,)).fetchone() is None
+            ):
                 raise UnknownItem(item_id)
         return [TransitionRecord(**row) for row in rows]
 
@@ -498,9 +506,7 @@ class Ledger:
         with self.connect() as conn, conn.cursor(row_factory=dict_row) as cur:
             return [Item(**row) for row in cur.execute(query, params).fetchall()]  # type: ignore[arg-type]
 
-    def count_by_status(
-        self, *, workflow: str | None = None, run_id: str | None = None
-    ) -> dict[str, int]:
+    def count_by_status(self, *, workflow: str | None = None, run_id: str | None = None) -> dict[str, int]:
         where, params = _filters(workflow, run_id, None)
         with self.connect() as conn:
             rows = conn.execute(  # type: ignore[arg-type]
@@ -516,9 +522,7 @@ class Ledger:
         return [r[0] for r in rows]
 
 
-def _filters(
-    workflow: str | None, run_id: str | None, status: str | Sequence[str] | None
-) -> tuple[str, list[Any]]:
+def _filters(workflow: str | None, run_id: str | None, status: str | Sequence[str] | None) -> tuple[str, list[Any]]:
     clauses: list[str] = []
     params: list[Any] = []
     if workflow is not None:

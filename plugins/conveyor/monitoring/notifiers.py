@@ -19,6 +19,7 @@ This module imports Airflow; only tasks import it.
 
 from __future__ import annotations
 
+import html
 import json
 import logging
 import urllib.request
@@ -48,6 +49,8 @@ class Channel(Protocol):
     name: str
 
     def send(self, event: AlertEvent, context: Mapping[str, Any]) -> None: ...
+
+    def send_text(self, subject: str, text: str, context: Mapping[str, Any]) -> None: ...
 
 
 def _opened(event: AlertEvent) -> str | None:
@@ -134,6 +137,14 @@ class EmailChannel:
         )
         notifier.notify(dict(context))  # notify(), not __call__: no Jinja over item data
 
+    def send_text(self, subject: str, text: str, context: Mapping[str, Any]) -> None:
+        from airflow.providers.smtp.notifications.smtp import SmtpNotifier
+
+        SmtpNotifier(
+            to=self.recipients, from_email=self.sender, subject=subject,
+            html_content="<pre>" + html.escape(text) + "</pre>", smtp_conn_id=self.conn_id,
+        ).notify(dict(context))
+
 
 @dataclass
 class WebhookChannel:
@@ -150,6 +161,10 @@ class WebhookChannel:
             "opened_at": _opened(event),
             "alert": event.alert.to_dict(),
         }
+        AlertWebhookNotifier(payload=payload, conn_id=self.conn_id).notify(dict(context))
+
+    def send_text(self, subject: str, text: str, context: Mapping[str, Any]) -> None:
+        payload = {"text": f"{subject}\n{text}", "kind": "task_alert", "subject": subject}
         AlertWebhookNotifier(payload=payload, conn_id=self.conn_id).notify(dict(context))
 
 
@@ -170,7 +185,9 @@ def configured_channels() -> list[Channel]:
             f"the Variable {EMAIL_VARIABLE!r}" if smtp is not None else f"the connection {EMAIL_CONN_ID!r}"
         )
         raise ChannelNotConfigured(f"e-mail alerts are half-configured: set {missing}")
-    if _connection(WEBHOOK_CONN_ID) is not None:
+    webhook = _connection(WEBHOOK_CONN_ID)
+    # A connection left without an address (as airflow_settings.yaml ships it) is not a channel.
+    if webhook is not None and (webhook.host or webhook.extra_dejson.get("url")):
         channels.append(WebhookChannel())
     return channels
 
@@ -222,3 +239,29 @@ def deliver(
             count_alert(event.alert.workflow, event.alert.rule)
         result.sent.append(event.id)
     return result
+
+
+def notify_people(subject: str, text: str, context: Mapping[str, Any]) -> list[str]:
+    """Send a plain message (a failed step, a missed deadline) on every configured channel.
+
+    :return: the channels that accepted it.
+    :raises ChannelNotConfigured: no channel is configured (the message would reach nobody).
+    """
+    channels = configured_channels()
+    if not channels:
+        raise ChannelNotConfigured(
+            f"no alert channel is configured, so nobody hears: {subject}. Set the connection "
+            f"{EMAIL_CONN_ID!r} and the Variable {EMAIL_VARIABLE!r}, or the connection {WEBHOOK_CONN_ID!r}"
+        )
+    sent, errors = [], []
+    for channel in channels:
+        try:
+            channel.send_text(subject, text, context)
+            sent.append(channel.name)
+        except Exception as exc:  # one bad channel must not silence the others
+            errors.append(f"{channel.name}: {type(exc).__name__}: {exc}")
+    if errors and not sent:
+        raise RuntimeError(f"no channel accepted the alert {subject!r}: {'; '.join(errors)}")
+    for error in errors:
+        log.error("alert channel failed: %s", error)
+    return sent

@@ -1,0 +1,127 @@
+"""invoice_processing: invoices from an inbox folder to payment and archive, each paid once.
+
+    intake ─ extract_fields ─ review_extractions ─ validate ─ review_invalid ─ classify_spend
+           ─ route_approvals ─ review_approvals ─ pay ─ archive
+
+The model reads each invoice; a person checks what it could not read well. The gate checks the
+extracted data (line items add up to the total, plausible dates, known vendor, no duplicate
+invoice number). Amounts over the approval threshold (Variable
+``conveyor_invoice_approval_threshold``) or doubtful classifications need a person's approval.
+Payment goes through an idempotency key per invoice: clearing a task never pays twice.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pendulum
+from airflow.sdk import DAG, Param
+from conveyor.ai.operators import AIStepOperator
+from conveyor.dag_defaults import REVIEW_POKE_SECONDS, default_args
+from conveyor.effects.operators import ArchiveOperator, PaymentOperator
+from conveyor.gate.operators import ValidationGateOperator
+from conveyor.intake.operators import InboxIntakeOperator
+from conveyor.recovery import Recovery, recovery
+from conveyor.review.sensors import HumanReviewSensor
+from conveyor.routing.operators import ApprovalRoutingOperator
+
+WORKFLOW = "invoice_processing"
+REVIEW_TIMEOUT = int(timedelta(hours=4).total_seconds())
+
+
+def review(task_id: str, why: str) -> HumanReviewSensor:
+    """A point where the run waits for people (deferred: no worker slot held while it waits)."""
+    return HumanReviewSensor(
+        task_id=task_id,
+        workflow=WORKFLOW,
+        escalation="proceed",  # undecided invoices stay on the queue; clearing the run resumes them
+        timeout=REVIEW_TIMEOUT,
+        poke_interval=REVIEW_POKE_SECONDS,
+        doc_md=recovery(Recovery.MANUAL_INTERVENTION, Recovery.GRACEFUL_DEGRADATION, why=why),
+    )
+
+
+with DAG(
+    dag_id=WORKFLOW,
+    description="Invoices: AI extraction, validation, spend classification, approval, payment, archive",
+    schedule="@hourly",
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    default_args=default_args(),
+    params={
+        "inbox_path": Param("/opt/airflow/conveyor/inbox", type="string",
+                            description="Folder the invoices land in (text, CSV or JSON, one per file)."),
+    },
+    doc_md=__doc__,
+    tags=["conveyor", "finance"],
+) as dag:
+    intake = InboxIntakeOperator(
+        task_id="intake",
+        workflow=WORKFLOW,
+        inbox_path="{{ params.inbox_path }}",
+        doc_md=recovery(Recovery.RETRY, why="a folder on a flaky share reads on the next try; an empty inbox "
+                        "fails loudly"),
+    )
+    extract_fields = AIStepOperator(
+        task_id="extract_fields",
+        workflow=WORKFLOW,
+        ai_task="extract_invoice_fields",
+        model="{{ var.value.get('conveyor_invoice_model', 'local') }}",
+        fallback_model="local",
+        min_confidence=0.8,
+        max_failure_rate=0.2,
+        doc_md=recovery(Recovery.RETRY, Recovery.CIRCUIT_BREAKER, Recovery.ALTERNATIVE_PATH,
+                        Recovery.GRACEFUL_DEGRADATION,
+                        why="calls retry with backoff behind a shared breaker, the local extractor answers "
+                            "instead, and unreadable invoices (up to 20%) go to a person"),
+    )
+    review_extractions = review("review_extractions", why="a person checks invoices the model could not read "
+                                "well before they are validated")
+    validate = ValidationGateOperator(
+        task_id="validate",
+        workflow=WORKFLOW,
+        suite="invoice_fields",
+        source="ledger",  # the fields extract_fields wrote: extracted -> validated | quarantined
+        max_exception_rate=0.3,
+        retries=0,
+        doc_md=recovery(Recovery.MANUAL_INTERVENTION, why="an invoice whose numbers do not add up is "
+                        "quarantined for a person; retrying cannot fix it"),
+    )
+    review_invalid = review("review_invalid", why="a person accepts or rejects invoices that failed validation")
+    classify_spend = AIStepOperator(
+        task_id="classify_spend",
+        workflow=WORKFLOW,
+        ai_task="classify_spend",
+        model="{{ var.value.get('conveyor_invoice_model', 'local') }}",
+        fallback_model="local",
+        min_confidence=0.0,  # doubtful categories are sent to a person by route_approvals
+        max_failure_rate=0.1,
+        doc_md=recovery(Recovery.RETRY, Recovery.CIRCUIT_BREAKER, Recovery.ALTERNATIVE_PATH,
+                        why="as extract_fields: backoff, shared breaker, local model as the fallback"),
+    )
+    route_approvals = ApprovalRoutingOperator(
+        task_id="route_approvals",
+        workflow=WORKFLOW,
+        from_status="classified",
+        amount_field="total",
+        threshold="{{ var.value.get('conveyor_invoice_approval_threshold', 5000) }}",
+        min_confidence=0.6,
+        doc_md=recovery(Recovery.RETRY, why="one guarded ledger write per outcome; a retry moves nothing twice"),
+    )
+    review_approvals = review("review_approvals", why="a person approves large or doubtful invoices before "
+                              "payment")
+    pay = PaymentOperator(
+        task_id="pay",
+        workflow=WORKFLOW,
+        doc_md=recovery(Recovery.RETRY, why="each payment carries its invoice's idempotency key: a retry or a "
+                        "clear never pays twice"),
+    )
+    archive = ArchiveOperator(
+        task_id="archive",
+        workflow=WORKFLOW,
+        doc_md=recovery(Recovery.RETRY, why="moving a file already archived counts as done"),
+    )
+
+    (intake >> extract_fields >> review_extractions >> validate >> review_invalid >> classify_spend
+     >> route_approvals >> review_approvals >> pay >> archive)

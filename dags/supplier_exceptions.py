@@ -1,0 +1,130 @@
+"""supplier_exceptions: the daily supplier-exception report for procurement, due by 08:00.
+
+    extract ─ validate ─ review_inputs ─ classify_and_draft ─ review_drafts ─ director_signoff
+            ─ approve_items ─ publish_report
+
+Bad input never reaches the model: the gate fails the run on a renamed column or an empty feed,
+and quarantines bad rows for a person. Doubtful drafts go to the review queue. The director signs
+the report off in Airflow's own approval step; nothing with blank content is ever published.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pendulum
+from airflow.providers.standard.operators.hitl import ApprovalOperator
+from airflow.sdk import DAG, Param
+from airflow.sdk.definitions.callback import AsyncCallback
+from airflow.sdk.definitions.deadline import DeadlineAlert, DeadlineReference
+from conveyor.ai.operators import AIStepOperator
+from conveyor.dag_defaults import INCLUDE, REVIEW_POKE_SECONDS, default_args
+from conveyor.effects.operators import PublishReportOperator
+from conveyor.gate.operators import ValidationGateOperator
+from conveyor.intake.operators import SnapshotExtractOperator
+from conveyor.monitoring.task_alerts import deadline_missed
+from conveyor.recovery import Recovery, recovery
+from conveyor.review.sensors import HumanReviewSensor
+from conveyor.routing.promote import PromoteItemsOperator
+
+WORKFLOW = "supplier_exceptions"
+
+with DAG(
+    dag_id=WORKFLOW,
+    description="Daily supplier-exception report: gate, AI drafting, review, sign-off, publish",
+    schedule="0 6 * * *",
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    default_args=default_args(),
+    params={
+        "extract_path": Param(str(INCLUDE / "data" / "supplier_exceptions" / "extract.csv"), type="string",
+                              description="The supplier-exception extract (CSV, JSON lines or Parquet)."),
+    },
+    # The report is due at 08:00, two hours after the 06:00 run: tell a person when it is not done.
+    deadline=DeadlineAlert(
+        reference=DeadlineReference.DAGRUN_LOGICAL_DATE,
+        interval=timedelta(hours=2),
+        callback=AsyncCallback(deadline_missed, kwargs={"workflow": WORKFLOW, "deadline": "08:00"}),
+    ),
+    doc_md=__doc__,
+    tags=["conveyor", "procurement"],
+) as dag:
+    extract = SnapshotExtractOperator(
+        task_id="extract",
+        workflow=WORKFLOW,
+        source="{{ params.extract_path }}",
+        doc_md=recovery(Recovery.RETRY, why="a feed file still being written shows up on the next try"),
+    )
+    validate = ValidationGateOperator(
+        task_id="validate",
+        workflow=WORKFLOW,
+        suite="supplier_exceptions",
+        source="{{ ti.xcom_pull(task_ids='extract') }}",
+        max_exception_rate=0.2,  # more than 1 row in 5 failing: the feed is broken, fail the run
+        retries=0,
+        doc_md=recovery(Recovery.MANUAL_INTERVENTION, why="bad data is not fixed by retrying: fix the feed "
+                        "and clear the task; bad rows wait on the review queue"),
+    )
+    review_inputs = HumanReviewSensor(
+        task_id="review_inputs",
+        workflow=WORKFLOW,
+        escalation="proceed",  # undecided rows stay quarantined, out of this report
+        timeout=int(timedelta(minutes=30).total_seconds()),
+        poke_interval=REVIEW_POKE_SECONDS,
+        doc_md=recovery(Recovery.MANUAL_INTERVENTION, Recovery.GRACEFUL_DEGRADATION,
+                        why="a person accepts or rejects quarantined rows; after 30 min the report goes on "
+                            "without them"),
+    )
+    classify_and_draft = AIStepOperator(
+        task_id="classify_and_draft",
+        workflow=WORKFLOW,
+        ai_task="classify_exception",
+        model="{{ var.value.get('conveyor_supplier_model', 'local') }}",
+        fallback_model="local",
+        min_confidence=0.7,
+        max_failure_rate=0.1,
+        doc_md=recovery(Recovery.RETRY, Recovery.CIRCUIT_BREAKER, Recovery.ALTERNATIVE_PATH,
+                        Recovery.GRACEFUL_DEGRADATION,
+                        why="calls retry with backoff, a shared breaker stops hammering a failing model, the "
+                            "local model answers instead, and up to 10% failed items are routed to review"),
+    )
+    review_drafts = HumanReviewSensor(
+        task_id="review_drafts",
+        workflow=WORKFLOW,
+        escalation="proceed",  # doubtful drafts nobody checked stay out of the report
+        timeout=int(timedelta(minutes=45).total_seconds()),
+        poke_interval=REVIEW_POKE_SECONDS,
+        doc_md=recovery(Recovery.MANUAL_INTERVENTION, Recovery.GRACEFUL_DEGRADATION,
+                        why="reviewers check doubtful drafts; after 45 min the report goes on with the "
+                            "confident ones"),
+    )
+    director_signoff = ApprovalOperator(
+        task_id="director_signoff",
+        subject="Supplier exception report of {{ ds }}: approve for procurement?",
+        body="The drafted report of run `{{ run_id }}` is ready. Approve to publish it to procurement; "
+             "reject to hold it.",
+        response_timeout=timedelta(hours=1),
+        retries=0,
+        doc_md=recovery(Recovery.MANUAL_INTERVENTION, why="the director signs off; the 08:00 deadline alert "
+                        "tells a person when nobody has"),
+    )
+    approve_items = PromoteItemsOperator(
+        task_id="approve_items",
+        workflow=WORKFLOW,
+        from_status="ai_processed",
+        to_status="approved",
+        reason="signed off by the director",
+        doc_md=recovery(Recovery.RETRY, why="one guarded ledger write; a retry moves nothing twice"),
+    )
+    publish_report = PublishReportOperator(
+        task_id="publish_report",
+        workflow=WORKFLOW,
+        title="Supplier exceptions {{ ds }}",
+        recipients=["procurement@example.com"],
+        doc_md=recovery(Recovery.RETRY, why="the report's outbox record makes publishing idempotent; a blank "
+                        "report fails instead of going out"),
+    )
+
+    (extract >> validate >> review_inputs >> classify_and_draft >> review_drafts >> director_signoff
+     >> approve_items >> publish_report)

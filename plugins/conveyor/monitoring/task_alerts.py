@@ -1,0 +1,66 @@
+"""Alerts about one run of a bundled workflow: a failed step, a missed deadline.
+
+``alert_on_failure`` is the ``on_failure_callback`` of every task of the bundled DAGs: the
+message says which step of which run failed, why (the task's own error, e.g. the gate's
+"column 'supplier_id' missing; found 'vendor_id'"), and where to look. ``deadline_missed`` is
+the callback of the DAGs' Deadline Alerts (run in the triggerer).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+def failure_message(context: Mapping[str, Any]) -> tuple[str, str]:
+    """(subject, text) of a task failure, from an Airflow task context."""
+    ti = context["ti"]
+    run_id = context.get("run_id") or getattr(context.get("dag_run"), "run_id", "?")
+    error = context.get("exception")
+    reason = str(error).strip() if error else "no error message (see the task log)"
+    subject = f"[Conveyor] {ti.dag_id}: step '{ti.task_id}' failed in run {run_id}"
+    lines = [
+        f"Workflow {ti.dag_id}, run {run_id}: the step '{ti.task_id}' failed (try {ti.try_number}).",
+        f"Why: {reason}",
+        "",
+        "Where to look:",
+        f"  conveyor items --workflow {ti.dag_id} --run '{run_id}'   (what happened to each item)",
+        f"  conveyor queue --workflow {ti.dag_id}                     (items waiting for a person)",
+    ]
+    log_url = getattr(ti, "log_url", None)
+    if log_url:
+        lines.append(f"  task log: {log_url}")
+    return subject, "\n".join(lines)
+
+
+def alert_on_failure(context: Mapping[str, Any]) -> None:
+    """Tell a person that a step failed. Never raises: a broken alert channel is logged."""
+    from conveyor.monitoring.notifiers import notify_people
+
+    subject, text = failure_message(context)
+    try:
+        sent = notify_people(subject, text, context)
+        log.info("failure alert sent on %s: %s", ", ".join(sent), subject)
+    except Exception:
+        log.exception("could not send the failure alert %r; its text was:\n%s", subject, text)
+
+
+async def deadline_missed(workflow: str, deadline: str, context: Mapping[str, Any] | None = None,
+                          **_: Any) -> None:
+    """Deadline Alert callback: the run of ``workflow`` was not done by ``deadline``."""
+    from conveyor.monitoring.notifiers import notify_people
+
+    ctx = dict(context or {})
+    run = ctx.get("dag_run")
+    run_id = getattr(run, "run_id", None) or ctx.get("run_id") or "the current run"
+    subject = f"[Conveyor] {workflow}: not done by {deadline}"
+    text = (
+        f"Workflow {workflow}, {run_id}, is not finished and its deadline ({deadline}) has passed.\n"
+        f"Where to look: conveyor items --workflow {workflow}; conveyor queue --workflow {workflow}"
+        " (a review queue nobody works is the usual cause)."
+    )
+    await asyncio.to_thread(notify_people, subject, text, ctx)

@@ -1,0 +1,117 @@
+"""supplier_exceptions end to end: real GX, the real local model, the real ledger, real people
+played through the API server, and a real SMTP server for the alerts."""
+
+from __future__ import annotations
+
+import html
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from conveyor.quickstart import sample_feeds
+
+from tests.dags.conftest import task_states
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = REPO / "include" / "data" / "supplier_exceptions"
+WF = "supplier_exceptions"
+
+
+@pytest.fixture
+def todays_extract(tmp_path) -> Path:
+    return sample_feeds.supplier_extract(SAMPLE / "extract.csv", tmp_path, 1, datetime.now(UTC).date())
+
+
+def test_happy_path_publishes_one_report_and_a_rerun_changes_nothing(runner, ledger, todays_extract,
+                                                                      mailbox, tmp_path, monkeypatch):
+    monkeypatch.setenv("CONVEYOR_HOME", str(tmp_path / "home"))
+    when = datetime.now(UTC).replace(microsecond=0)
+
+    run, reviewer = runner.run(WF, {"extract_path": str(todays_extract)}, when=when)
+
+    assert run.state == "success", task_states(run)
+    counts = ledger.count_by_status(workflow=WF, run_id=run.run_id)
+    rows = sum(1 for _ in todays_extract.open()) - 1
+    assert sum(counts.values()) == rows
+    assert set(counts) <= {"published", "rejected"}, counts
+    assert counts["published"] > rows * 0.8
+    assert reviewer.signoffs == 1
+    assert reviewer.decisions.get("approve", 0) > 0, "the local model should send some drafts to review"
+    [outbox] = ledger.effects("publish_report").values()
+    report = Path(outbox["result"]["path"]).read_text()
+    assert report.count("\n## ") >= 10  # one section per supplier
+    published = ledger.items(workflow=WF, run_id=run.run_id, status="published", limit=3)
+    for item in published:
+        assert item.ai_result["draft"] in report
+        assert [r.to_status for r in ledger.history(item.item_id)][-2:] == ["approved", "published"]
+    assert mailbox.subjects == []  # nothing failed, nobody is alerted
+    history = {i.item_id: len(ledger.history(i.item_id)) for i in ledger.items(workflow=WF, limit=None)}
+    report_mtime = Path(outbox["result"]["path"]).stat().st_mtime_ns
+
+    # Clear every task of the finished run and run it again (same run id).
+    again, _ = runner.run(WF, {"extract_path": str(todays_extract)}, when=when)
+
+    assert again.state == "success" and again.run_id == run.run_id
+    assert len(ledger.effects("publish_report")) == 1
+    assert Path(outbox["result"]["path"]).stat().st_mtime_ns == report_mtime
+    assert {i.item_id: len(ledger.history(i.item_id)) for i in ledger.items(workflow=WF, limit=None)} == history
+
+
+def test_the_founding_incident_fails_at_the_gate_and_alerts_a_person(runner, ledger, mailbox, tmp_path,
+                                                                     monkeypatch):
+    monkeypatch.setenv("CONVEYOR_HOME", str(tmp_path / "home"))
+    renamed = SAMPLE / "malformed" / "renamed_column.csv"
+
+    run, _ = runner.run(WF, {"extract_path": str(renamed)}, people=False)
+
+    states = task_states(run)
+    assert run.state == "failed"
+    assert states["validate"] == "failed"
+    assert {states[t] for t in ("review_inputs", "classify_and_draft", "director_signoff", "publish_report")} == {
+        "upstream_failed"}
+    batch = ledger.get_batch(WF, run.run_id, "validate")
+    assert batch["status"] == "quarantined"
+    assert "column 'supplier_id' missing; found 'vendor_id'" in batch["reason"]
+    assert ledger.count_by_status(workflow=WF) == {}  # nothing was processed into garbage
+    assert ledger.effects("publish_report") == {}
+    assert not list((tmp_path / "home").glob("output/**/report-*"))
+    [subject] = mailbox.subjects
+    assert "step 'validate' failed" in subject
+    assert "column 'supplier_id' missing; found 'vendor_id'" in html.unescape(mailbox.bodies[0])
+
+
+def test_review_timeout_proceeds_with_confident_drafts_only(runner, ledger, todays_extract, mailbox, tmp_path,
+                                                            monkeypatch):
+    monkeypatch.setenv("CONVEYOR_HOME", str(tmp_path / "home"))
+    # Reviewers stay silent; only the director signs off. The drafts review gives up after 3 s.
+    run, reviewer = runner.run(
+        WF, {"extract_path": str(todays_extract)}, reviewers=False,
+        adjust={"review_drafts": {"timeout": 3}, "review_inputs": {"timeout": 3}},
+    )
+    assert reviewer.decisions == {} and reviewer.signoffs == 1
+    assert run.state == "success", task_states(run)
+    summary = run.get_task_instance("review_drafts").xcom_pull(task_ids="review_drafts")
+    assert summary["escalation_applied"] == "proceed"
+    assert summary["pending"] == ledger.count_by_status(workflow=WF, run_id=run.run_id).get("pending_review", 0)
+    assert summary["pending"] > 0
+    [outbox] = ledger.effects("publish_report").values()
+    waiting = ledger.item_ids(workflow=WF, run_id=run.run_id, status="pending_review")
+    assert not set(waiting) & set(outbox["result"]["items"])
+    assert len(outbox["result"]["items"]) + len(waiting) == 480
+
+
+def test_deadline_alert_is_declared_and_its_callback_reaches_a_person(mailbox):
+    import asyncio
+
+    from conveyor.monitoring.task_alerts import deadline_missed
+    from conveyor.quickstart.run import load_dag
+
+    dag = load_dag(WF, REPO / "dags")
+    [alert] = dag.deadline if isinstance(dag.deadline, list) else [dag.deadline]
+    assert alert.interval == timedelta(hours=2)
+    assert type(alert.reference).__name__ == "DagRunLogicalDateDeadline"
+    assert alert.callback.path == "conveyor.monitoring.task_alerts.deadline_missed"
+
+    asyncio.run(deadline_missed(**alert.callback.kwargs))
+
+    assert mailbox.subjects == ["[Conveyor] supplier_exceptions: not done by 08:00"]

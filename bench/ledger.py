@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 
 from _pg import drop, scratch_database
-
 from conveyor.ledger import Ledger, NewItem
 from conveyor.ledger.store import canonical_json, input_hash
 

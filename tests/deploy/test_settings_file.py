@@ -28,7 +28,7 @@ def test_shipped_file_declares_the_items_the_dags_use():
         "conveyor_alert_webhook": "http",
     }
     assert conns["conveyor_ledger"].schema == "conveyor"
-    assert conns["conveyor_llm"].extra == {"model": "openai:gpt-4o-mini"}
+    assert conns["conveyor_llm"].extra == {"model": "openai-chat:gpt-4o-mini"}
     # Shipped without a key: the local model is the default until someone sets one.
     assert conns["conveyor_llm"].password is None
     assert {var.key: var.value for var in settings.variables} == {

@@ -40,7 +40,7 @@ def test_shipped_file_loads_and_reads_back_through_airflow(metadata, monkeypatch
     assert (llm["conn_type"], llm["password"], llm["extra"]) == (
         "pydanticai",
         "sk-from-env",
-        {"model": "openai:gpt-4o-mini"},
+        {"model": "openai-chat:gpt-4o-mini"},
     )
     # Read the way a hook would: Airflow's own lookup finds what the file stored.
     from airflow.models import Connection, Variable
@@ -101,7 +101,7 @@ def test_an_edited_value_is_updated_and_nothing_else(metadata, monkeypatch, tmp_
         SETTINGS_FILE.read_text()
         .replace("pool_slot: 4", "pool_slot: 8")
         .replace("${CONVEYOR_INVOICE_APPROVAL_THRESHOLD:-5000}", "7500")
-        .replace("model: ${CONVEYOR_LLM_MODEL:-openai:gpt-4o-mini}", "model: openai:gpt-4.1-mini")
+        .replace("model: ${CONVEYOR_LLM_MODEL:-openai-chat:gpt-4o-mini}", "model: openai:gpt-4.1-mini")
     )
     monkeypatch.setenv("CONVEYOR_SMTP_PASSWORD", "mail-secret")
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import os
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
+from conveyor.include import include_dir
 from conveyor.monitoring.task_alerts import alert_on_failure
 
-INCLUDE = Path(os.environ.get("CONVEYOR_INCLUDE", Path(__file__).resolve().parents[2] / "include"))
+INCLUDE = include_dir()
 
 #: seconds between two looks at the review queue (short in demos, a minute in production)
 REVIEW_POKE_SECONDS = int(os.environ.get("CONVEYOR_REVIEW_POKE_SECONDS", "60"))

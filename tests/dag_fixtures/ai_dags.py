@@ -20,7 +20,7 @@ def receive_and_validate(rows: int, run_id: str | None = None) -> int:
     """Stand-in for extract + gate: the first ``rows`` exceptions of the sample extract, validated."""
     import csv
 
-    from conveyor.ai.resources import include_dir
+    from conveyor.include import include_dir
     from conveyor.ledger import Ledger, NewItem
 
     with (include_dir() / "data" / "supplier_exceptions" / "extract.csv").open(

@@ -69,7 +69,7 @@ with DAG(
 def extract_fields(run_id: str | None = None) -> int:
     """Stand-in for the AI extraction step: each inbox file becomes an 'extracted' item whose
     AI result is the file's known fields (include/data/invoices/expected_fields.jsonl)."""
-    from conveyor.gate.paths import include_dir
+    from conveyor.include import include_dir
     from conveyor.ledger import Ledger, NewItem
     from conveyor.ledger.store import ItemUpdate
 

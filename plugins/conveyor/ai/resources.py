@@ -8,19 +8,10 @@ lives in (``plugins/conveyor/ai`` -> ``../../../include``). Fitted models are ca
 from __future__ import annotations
 
 import hashlib
-import os
 from functools import cache
 from pathlib import Path
 
-ENV_INCLUDE = "CONVEYOR_INCLUDE"
-
-
-def include_dir() -> Path:
-    """The ``include/`` folder."""
-    configured = os.environ.get(ENV_INCLUDE)
-    if configured:
-        return Path(configured).expanduser().resolve()
-    return Path(__file__).resolve().parents[3] / "include"
+from conveyor.include import include_dir
 
 
 def prompt_path(name: str) -> Path:

@@ -10,15 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-ENV_INCLUDE = "CONVEYOR_INCLUDE"
-
-
-def include_dir() -> Path:
-    """The ``include/`` folder."""
-    configured = os.environ.get(ENV_INCLUDE)
-    if configured:
-        return Path(configured).expanduser().resolve()
-    return Path(__file__).resolve().parents[3] / "include"
+from conveyor.include import include_dir
 
 
 def resolve_path(path: str | os.PathLike[str]) -> Path:

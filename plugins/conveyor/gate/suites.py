@@ -42,7 +42,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from conveyor.gate.errors import SuiteError
-from conveyor.gate.paths import include_dir, resolve_path
+from conveyor.gate.paths import resolve_path
+from conveyor.include import include_dir
 
 if TYPE_CHECKING:
     import great_expectations as gx

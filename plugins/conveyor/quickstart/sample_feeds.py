@@ -5,7 +5,8 @@ every run after the first one "receive" only items the ledger already finished, 
 rightly fails such a run (nothing new to draft, nothing to publish). So each quickstart run
 delivers the sample data as a new day's feed: fresh business keys (a new block of exception
 numbers, a suffix on invoice numbers) and dates moved so the newest is today. The workflows
-treat it like any other feed.
+treat it like any other feed. Like a real feed, today's extract carries a few bad rows (a negative
+amount, a missing supplier, a date in the future) for the gate to quarantine and a person to see.
 """
 
 from __future__ import annotations
@@ -65,6 +66,10 @@ def supplier_extract(source: Path, target_dir: Path, delivery: int, today: date)
             row["exception_id"] = f"EX-{today.year}-{serial:06d}"
         if row.get("exception_date"):
             row["exception_date"] = (date.fromisoformat(row["exception_date"]) + timedelta(days=shift)).isoformat()
+    if len(rows) > 123:
+        rows[7]["amount"] = f"-{rows[7]['amount']}"
+        rows[41]["supplier_id"] = ""
+        rows[123]["exception_date"] = (today + timedelta(days=30)).isoformat()
     target_dir.mkdir(parents=True, exist_ok=True)
     target = target_dir / f"supplier_exceptions_{today:%Y%m%d}_{delivery:03d}.csv"
     with target.open("w", newline="", encoding="utf-8") as handle:

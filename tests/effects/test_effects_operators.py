@@ -67,6 +67,7 @@ def test_payments_once_per_invoice_and_files_archived(airflow_db, ledger, inbox,
         _invoice("INV-B", "V-1", "A-2", 99999.0),            # over the threshold: to a person
         _invoice("INV-C", "V-2", "C-1", 50.0, confidence=0.4),  # doubtful: to a person
         _invoice("INV-D", "V-1", "A-1", 120.0),               # same vendor invoice number as INV-A
+        _invoice("INV-E", "V-3", None, 80.0),                 # no invoice number: cannot be paid
     ]
     for inv in invoices:
         (inbox / f"{inv['key']}.json").write_text(json.dumps(inv["fields"]))
@@ -77,7 +78,8 @@ def test_payments_once_per_invoice_and_files_archived(airflow_db, ledger, inbox,
     assert run.state == "success"
     statuses = {i.item_id.split(":")[1]: i.status for i in ledger.items(workflow="invoice_processing")}
     assert statuses == {"INV-A": "archived", "INV-B": "pending_review", "INV-C": "pending_review",
-                        "INV-D": "pending_review"}
+                        "INV-D": "pending_review", "INV-E": "pending_review"}
+    assert ledger.get("invoice_processing:INV-E").reason == "cannot pay: no invoice_number extracted"
     assert "already paid under another item" in ledger.get("invoice_processing:INV-D").reason
     assert "over the approval threshold" in ledger.get("invoice_processing:INV-B").reason
     assert "confidence 0.40" in ledger.get("invoice_processing:INV-C").reason

@@ -180,11 +180,16 @@ class PaymentOperator(BaseOperator):
             self.log.info("No approved invoices in run %s.", run_id)
             return {"paid": 0, "already_paid": 0, "duplicates": 0}
         claimed = set(ledger.claim_effects("pay", [i.item_id for i in items], actor=actor))
-        rows = []
+        rows, unpayable = [], {}
         for item in items:
             if item.item_id not in claimed:
                 continue
             fields = item.ai_result or {}
+            missing = [f for f in ("vendor_id", "invoice_number", "total") if fields.get(f) in (None, "")]
+            if missing:
+                unpayable[item.item_id] = ItemUpdate(reason=f"cannot pay: no {', '.join(missing)} extracted",
+                                                     review_target=self.to_status)
+                continue
             rows.append((item.item_id, str(fields.get("vendor_id")), str(fields.get("invoice_number")),
                          str(fields.get("total")), str(fields.get("currency") or "EUR"),
                          ledger.effect_key(item.item_id, "pay"), run_id))
@@ -209,6 +214,9 @@ class PaymentOperator(BaseOperator):
                 ).fetchall()
             )
         ledger.complete_effects("pay", {i: {"paid": True} for i in existing})
+        if unpayable:
+            ledger.transition(self.workflow, unpayable, to_status="pending_review", from_status=self.from_status,
+                              actor=actor)
         duplicates = [r for r in rows if r[0] not in existing]
         if duplicates:
             ledger.transition(
@@ -221,7 +229,7 @@ class PaymentOperator(BaseOperator):
         ledger.transition(self.workflow, to_move, to_status=self.to_status, from_status=self.from_status,
                           actor=actor, reason="paid")
         summary = {"paid": len(paid_ids), "already_paid": len(to_move) - len(paid_ids),
-                   "duplicates": len(duplicates)}
+                   "duplicates": len(duplicates), "unpayable": len(unpayable)}
         self.log.info("Payments of run %s: %s", run_id, summary)
         return summary
 

@@ -14,22 +14,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
 from conveyor.ledger.actors import task_actor
-from conveyor.ledger.connection import CONN_ID, conveyor_home
+from conveyor.ledger.connection import conveyor_home
+from conveyor.ledger_step import LedgerStepOperator
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from conveyor.ledger import Ledger
-
-
-def _ledger(conn_id: str) -> Ledger:
-    from conveyor.ledger import Ledger
-
-    return Ledger(conn_id=conn_id)
 
 
 def _write_atomically(path: Path, text: str) -> str:
@@ -41,7 +34,7 @@ def _write_atomically(path: Path, text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-class PublishReportOperator(BaseOperator):
+class PublishReportOperator(LedgerStepOperator):
     """Publish the run's approved items as one report (Markdown and HTML) and an outbox record.
 
     A run with nothing approved, or an item with an empty draft, fails loudly: a blank report is
@@ -56,7 +49,6 @@ class PublishReportOperator(BaseOperator):
     :param group_title: payload field naming a section.
     :param from_status: the status of items to report (default ``approved``).
     :param to_status: the status published items move to (default ``published``).
-    :param ledger_conn_id: the ledger connection.
     """
 
     template_fields: Sequence[str] = ("output_dir", "title")
@@ -65,7 +57,6 @@ class PublishReportOperator(BaseOperator):
     def __init__(
         self,
         *,
-        workflow: str,
         title: str,
         recipients: Sequence[str],
         output_dir: str | None = None,
@@ -73,13 +64,11 @@ class PublishReportOperator(BaseOperator):
         group_title: str = "supplier_name",
         from_status: str = "approved",
         to_status: str = "published",
-        ledger_conn_id: str = CONN_ID,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         if not recipients:
             raise ValueError("a report needs at least one recipient")
-        self.workflow = workflow
         self.title = title
         self.recipients = list(recipients)
         self.output_dir = output_dir
@@ -87,12 +76,11 @@ class PublishReportOperator(BaseOperator):
         self.group_title = group_title
         self.from_status = from_status
         self.to_status = to_status
-        self.ledger_conn_id = ledger_conn_id
 
     def execute(self, context: Context) -> dict[str, Any]:
         from conveyor.effects.report import BlankReportError, build_report
 
-        ledger = _ledger(self.ledger_conn_id)
+        ledger = self.ledger()
         run_id = context["run_id"]
         actor = task_actor(context)
         report_key = f"{self.workflow}:report:{run_id}"
@@ -138,7 +126,7 @@ class PublishReportOperator(BaseOperator):
                 "recipients": self.recipients}
 
 
-class PaymentOperator(BaseOperator):
+class PaymentOperator(LedgerStepOperator):
     """Pay the run's approved invoices: one row per invoice in ``conveyor.payments``.
 
     The payments table stands for the ERP. Every payment carries the ledger's idempotency key of
@@ -149,7 +137,6 @@ class PaymentOperator(BaseOperator):
     :param workflow: the invoice workflow.
     :param from_status: status of invoices to pay (default ``approved``).
     :param to_status: status after payment (default ``paid``).
-    :param ledger_conn_id: the ledger connection.
     """
 
     ui_color = "#fdebd0"
@@ -157,22 +144,18 @@ class PaymentOperator(BaseOperator):
     def __init__(
         self,
         *,
-        workflow: str,
         from_status: str = "approved",
         to_status: str = "paid",
-        ledger_conn_id: str = CONN_ID,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.workflow = workflow
         self.from_status = from_status
         self.to_status = to_status
-        self.ledger_conn_id = ledger_conn_id
 
     def execute(self, context: Context) -> dict[str, Any]:
         from conveyor.ledger.store import ItemUpdate
 
-        ledger = _ledger(self.ledger_conn_id)
+        ledger = self.ledger()
         run_id = context["run_id"]
         actor = task_actor(context)
         items = ledger.items(workflow=self.workflow, run_id=run_id, status=self.from_status, limit=None)
@@ -234,7 +217,7 @@ class PaymentOperator(BaseOperator):
         return summary
 
 
-class ArchiveOperator(BaseOperator):
+class ArchiveOperator(LedgerStepOperator):
     """Move each paid invoice's file from the inbox to the archive folder, then archive the item.
 
     Moving is idempotent: a file already in the archive (an earlier attempt) counts as moved.
@@ -244,7 +227,6 @@ class ArchiveOperator(BaseOperator):
     :param path_field: payload field holding the file path.
     :param from_status: status of items to archive (default ``paid``).
     :param to_status: status after archiving (default ``archived``).
-    :param ledger_conn_id: the ledger connection.
     """
 
     template_fields: Sequence[str] = ("archive_dir",)
@@ -252,24 +234,20 @@ class ArchiveOperator(BaseOperator):
     def __init__(
         self,
         *,
-        workflow: str,
         archive_dir: str | None = None,
         path_field: str = "path",
         from_status: str = "paid",
         to_status: str = "archived",
-        ledger_conn_id: str = CONN_ID,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.workflow = workflow
         self.archive_dir = archive_dir
         self.path_field = path_field
         self.from_status = from_status
         self.to_status = to_status
-        self.ledger_conn_id = ledger_conn_id
 
     def execute(self, context: Context) -> dict[str, Any]:
-        ledger = _ledger(self.ledger_conn_id)
+        ledger = self.ledger()
         run_id = context["run_id"]
         items = ledger.items(workflow=self.workflow, run_id=run_id, status=self.from_status, limit=None)
         folder = Path(self.archive_dir or conveyor_home() / "archive" / self.workflow)

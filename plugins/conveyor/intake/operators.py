@@ -18,7 +18,8 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
 from conveyor.ledger.actors import task_actor
-from conveyor.ledger.connection import CONN_ID, conveyor_home
+from conveyor.ledger.connection import conveyor_home
+from conveyor.ledger_step import LedgerStepOperator
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -65,7 +66,7 @@ class SnapshotExtractOperator(BaseOperator):
         return str(target)
 
 
-class InboxIntakeOperator(BaseOperator):
+class InboxIntakeOperator(LedgerStepOperator):
     """Record each document in ``inbox_path`` as a ``received`` item of ``workflow``.
 
     The business key is the file name without its extension. An inbox without documents fails
@@ -76,7 +77,6 @@ class InboxIntakeOperator(BaseOperator):
     :param inbox_path: the folder (templated, e.g. ``{{ params.inbox_path }}``).
     :param extensions: file endings accepted.
     :param max_bytes: larger files are refused (named in the error).
-    :param ledger_conn_id: the ledger connection.
     """
 
     template_fields: Sequence[str] = ("inbox_path",)
@@ -84,28 +84,24 @@ class InboxIntakeOperator(BaseOperator):
     def __init__(
         self,
         *,
-        workflow: str,
         inbox_path: str,
         extensions: Sequence[str] = (".txt", ".csv", ".json"),
         max_bytes: int = 1_000_000,
-        ledger_conn_id: str = CONN_ID,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.workflow = workflow
         self.inbox_path = inbox_path
         self.extensions = tuple(e.lower() for e in extensions)
         self.max_bytes = max_bytes
-        self.ledger_conn_id = ledger_conn_id
 
     def execute(self, context: Context) -> dict[str, Any]:
-        from conveyor.ledger import Ledger, NewItem
+        from conveyor.ledger import NewItem
 
         inbox = Path(self.inbox_path).expanduser()
         if not inbox.is_dir():
             raise AirflowFailException(f"inbox not found: {inbox}")
         files = sorted(p for p in inbox.iterdir() if p.is_file() and p.suffix.lower() in self.extensions)
-        ledger = Ledger(conn_id=self.ledger_conn_id)
+        ledger = self.ledger()
         if not files:
             # A cleared run whose documents were taken in (and archived) by its first attempt.
             taken = ledger.count_by_status(workflow=self.workflow, run_id=context["run_id"])

@@ -321,6 +321,8 @@ class Ledger:
         updates: dict[str, ItemUpdate] = (
             dict(items) if isinstance(items, Mapping) else {i: ItemUpdate(reason=reason) for i in items}
         )
+        if not updates:
+            return TransitionResult()
         explicit = from_status is not None
         if explicit:
             froms = list(as_statuses(from_status))  # type: ignore[arg-type]

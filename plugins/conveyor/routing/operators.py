@@ -6,16 +6,14 @@ from collections.abc import Sequence
 from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseOperator
-
 from conveyor.ledger.actors import task_actor
-from conveyor.ledger.connection import CONN_ID
+from conveyor.ledger_step import LedgerStepOperator
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
 
-class ApprovalRoutingOperator(BaseOperator):
+class ApprovalRoutingOperator(LedgerStepOperator):
     """Approve the run's items unless their amount exceeds a threshold or confidence is low.
 
     :param workflow: the workflow.
@@ -24,7 +22,6 @@ class ApprovalRoutingOperator(BaseOperator):
     :param amount_field: field of the item's AI result (then payload) holding the amount.
     :param threshold: amounts above it need a person (templated, e.g. from an Airflow Variable).
     :param min_confidence: results less confident than this need a person.
-    :param ledger_conn_id: the ledger connection.
     """
 
     template_fields: Sequence[str] = ("threshold",)
@@ -32,33 +29,28 @@ class ApprovalRoutingOperator(BaseOperator):
     def __init__(
         self,
         *,
-        workflow: str,
         from_status: str,
         to_status: str = "approved",
         amount_field: str = "total",
         threshold: str | float = 5000,
         min_confidence: float = 0.8,
-        ledger_conn_id: str = CONN_ID,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.workflow = workflow
         self.from_status = from_status
         self.to_status = to_status
         self.amount_field = amount_field
         self.threshold = threshold
         self.min_confidence = min_confidence
-        self.ledger_conn_id = ledger_conn_id
 
     def execute(self, context: Context) -> dict[str, int]:
-        from conveyor.ledger import Ledger
         from conveyor.ledger.store import ItemUpdate
 
         try:
             threshold = Decimal(str(self.threshold))
         except InvalidOperation:
             raise ValueError(f"approval threshold {self.threshold!r} is not a number") from None
-        ledger = Ledger(conn_id=self.ledger_conn_id)
+        ledger = self.ledger()
         items = ledger.items(workflow=self.workflow, run_id=context["run_id"], status=self.from_status, limit=None)
         auto, to_person = [], {}
         for item in items:

@@ -5,40 +5,33 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseOperator
-
 from conveyor.ledger.actors import task_actor
-from conveyor.ledger.connection import CONN_ID
+from conveyor.ledger_step import LedgerStepOperator
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
 
-class PromoteItemsOperator(BaseOperator):
+class PromoteItemsOperator(LedgerStepOperator):
     """Move every item of the run in ``from_status`` to ``to_status`` (one guarded, audited write).
 
     :param workflow: the workflow.
     :param from_status: the status items hold now.
     :param to_status: the status they move to.
     :param reason: the audit reason (templated).
-    :param ledger_conn_id: the ledger connection.
     """
 
     template_fields: Sequence[str] = ("reason",)
 
-    def __init__(self, *, workflow: str, from_status: str, to_status: str, reason: str,
-                 ledger_conn_id: str = CONN_ID, **kwargs: Any) -> None:
+    def __init__(self, *, from_status: str, to_status: str, reason: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.workflow = workflow
         self.from_status = from_status
         self.to_status = to_status
         self.reason = reason
-        self.ledger_conn_id = ledger_conn_id
 
     def execute(self, context: Context) -> dict[str, int]:
-        from conveyor.ledger import Ledger
 
-        ledger = Ledger(conn_id=self.ledger_conn_id)
+        ledger = self.ledger()
         ids = ledger.item_ids(workflow=self.workflow, run_id=context["run_id"], status=self.from_status)
         result = ledger.transition(self.workflow, ids, to_status=self.to_status, from_status=self.from_status,
                                    actor=task_actor(context), reason=self.reason)

@@ -18,6 +18,14 @@ made from the prompt. Faults are injected through ``POST /control/config``:
 Fault kinds: ``429`` (with ``Retry-After``), ``500``, ``503``, ``400``, ``hang``, ``malformed``
 (truncated JSON), ``wrong_schema`` (valid JSON of the wrong shape), ``output`` (a given answer).
 
+Batches (several items in one request, ``conveyor.ai.batching``): when the schema is
+``{answers: [{item, ...}]}`` the prompt is split at its ``### Item <n>`` headings and each item is
+answered from its own text. Queued faults, ``fail_all`` and rules of the request-level kinds
+(HTTP errors, ``hang``, ``malformed``, ``wrong_schema``) hit the whole request when they match
+any of its items; the other rules shape only the answer of the item they match, with two more
+kinds: ``skip`` (the item is left out of the answer) and ``invalid`` (its answer has the wrong
+fields).
+
 ``GET /control/stats`` reports every request: count, kinds, arrival times and prompts, so a test
 can prove how often each item was sent. Run it with ``python -m tests.ai.llm_server``; it prints
 its port on the first line of stdout.
@@ -85,20 +93,27 @@ def _user_text(body: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
-def _pick_fault(text: str, model: str) -> dict[str, Any]:
+_REQUEST_KINDS = {"429", "500", "502", "503", "400", "hang", "malformed", "wrong_schema"}
+
+
+def _pick_fault(text: str, model: str, request_level: bool | None = None) -> dict[str, Any]:
+    """The rule for a request (``request_level`` None), or only its request-level (True) or
+    per-item (False) rules, for a batch."""
     config = STATE.config
-    if config["faults"]:
+    if config["faults"] and request_level is not False:
         return config["faults"].pop(0)
     for rule in config["rules"]:
         if rule.get("model") and rule["model"] != model:
             continue
         if rule.get("times") == 0:
             continue
+        if request_level is not None and (str(rule.get("kind", "ok")) in _REQUEST_KINDS) != request_level:
+            continue
         if rule.get("match") is None or rule["match"] in text:
             if rule.get("times"):
                 rule["times"] -= 1
             return rule
-    if config["fail_all"]:
+    if config["fail_all"] and request_level is not False:
         return {"kind": config["fail_all"]}
     return {"kind": "ok"}
 
@@ -141,9 +156,7 @@ def _choose(options: list[Any], text: str, rule: dict[str, Any], path: str) -> A
     return max(scored)[2]
 
 
-def _answer(
-    schema: dict[str, Any], defs: dict[str, Any], text: str, rule: dict[str, Any], path: str = ""
-) -> Any:
+def _answer(schema: dict[str, Any], defs: dict[str, Any], text: str, rule: dict[str, Any], path: str = "") -> Any:
     schema = _resolve(schema, defs)
     if "enum" in schema:
         return _choose(schema["enum"], text, rule, path)
@@ -182,23 +195,22 @@ def _schema_of(body: dict[str, Any]) -> tuple[str, dict[str, Any] | None, str | 
     return "text", None, None
 
 
-def _logprobs(
-    content: str, label_spans: list[tuple[int, int]], label_logprob: float, top: int
-) -> dict[str, Any]:
-    tokens = re.findall(r"\w+|[^\w\s]|\s+", content)
+def _logprobs(content: str, label_spans: list[tuple[int, int, float]], top: int) -> dict[str, Any]:
+    """Per-token log-probabilities; each (start, end, logprob) label span puts its logprob on its
+    first token (the whole uncertainty of a label sits there, as with a real model)."""
+    # Like a BPE tokenizer: a word carries the space before it; punctuation runs stay together.
+    tokens = re.findall(r" ?\w+| ?[^\w\s]+|\s+", content)
     out: list[dict[str, Any]] = []
+    bounds: list[tuple[int, int]] = []
     position = 0
-    in_label: list[int] = []
     for token in tokens:
-        start, end = position, position + len(token)
-        position = end
-        hit = any(start < b and end > a for a, b in label_spans)
-        in_label.append(hit)
+        bounds.append((position, position + len(token)))
+        position += len(token)
         out.append({"token": token, "bytes": list(token.encode()), "logprob": -0.0005, "top_logprobs": []})
-    label_idx = [i for i, hit in enumerate(in_label) if hit]
-    if label_idx:
-        # The whole uncertainty sits on the first token of the label, as with a real model.
-        out[label_idx[0]]["logprob"] = label_logprob
+    for a, b, logprob in label_spans:
+        first = next((i for i, (start, end) in enumerate(bounds) if start < b and end > a), None)
+        if first is not None:
+            out[first]["logprob"] = logprob
     for i, entry in enumerate(out):
         alts = [{"token": entry["token"], "bytes": entry["bytes"], "logprob": entry["logprob"]}]
         if top > 1:
@@ -209,17 +221,61 @@ def _logprobs(
     return {"content": out, "refusal": None}
 
 
-def _label_spans(content: str, value: Any) -> list[tuple[int, int]]:
-    spans: list[tuple[int, int]] = []
+def _label_spans(content: str, value: Any, logprob: float, after: int = 0) -> list[tuple[int, int, float]]:
+    """Where the label-like values (lower-case words) of an answer sit in its JSON text."""
+    spans: list[tuple[int, int, float]] = []
     if isinstance(value, dict):
         for key, sub in value.items():
             if isinstance(sub, str) and re.fullmatch(r"[a-z_]+", sub):
                 needle = f'"{key}": "{sub}"'
-                at = content.find(needle)
+                at = content.find(needle, after)
                 if at >= 0:
                     start = at + len(f'"{key}": "')
-                    spans.append((start, start + len(sub)))
+                    spans.append((start, start + len(sub), logprob))
     return spans
+
+
+_ITEM_HEADING = re.compile(r"^### Item (\d+)$", re.MULTILINE)
+
+
+def _batch_entry_schema(schema: dict[str, Any]) -> dict[str, Any] | None:
+    """The answer schema of a batch request (``{answers: [{item, ...}]}``), else None."""
+    answers = schema.get("properties", {}).get("answers")
+    if not answers or answers.get("type") != "array":
+        return None
+    entry = _resolve(answers.get("items", {}), schema.get("$defs", {}))
+    return entry if "item" in entry.get("properties", {}) else None
+
+
+def _batch_answer(
+    schema: dict[str, Any], entry_schema: dict[str, Any], text: str, model: str
+) -> tuple[dict[str, Any], list[tuple[int, int, float]]]:
+    """Each item of the prompt answered from its own section; and the label spans of the answers."""
+    defs = schema.get("$defs", {})
+    fields = {k: v for k, v in entry_schema.get("properties", {}).items() if k != "item"}
+    heads = list(_ITEM_HEADING.finditer(text))
+    entries: list[tuple[dict[str, Any], float]] = []
+    for k, head in enumerate(heads):
+        section = text[head.end() : heads[k + 1].start() if k + 1 < len(heads) else len(text)]
+        rule = _pick_fault(section, model, request_level=False)
+        kind = str(rule.get("kind", "ok"))
+        number = int(head.group(1))
+        if kind == "skip":
+            continue
+        if kind == "output":
+            answer = dict(rule["output"])
+        elif kind == "invalid":
+            answer = {"answer": "not this item's schema"}
+        else:
+            answer = {name: _answer(sub, defs, section, rule, f".{name}") for name, sub in fields.items()}
+        entries.append(({"item": number, **answer}, float(rule.get("label_logprob", STATE.config["label_logprob"]))))
+    value = {"answers": [entry for entry, _ in entries]}
+    content = json.dumps(value)
+    spans: list[tuple[int, int, float]] = []
+    for entry, logprob in entries:
+        at = content.find(f'"item": {entry["item"]}')
+        spans += _label_spans(content, entry, logprob, after=max(at, 0))
+    return value, spans
 
 
 async def chat_completions(request: Request) -> Response:
@@ -243,7 +299,10 @@ async def chat_completions(request: Request) -> Response:
 
 
 async def _respond(body: dict[str, Any], text: str) -> Response:
-    rule = _pick_fault(text, str(body.get("model", "")))
+    mode, schema, tool_name = _schema_of(body)
+    entry_schema = _batch_entry_schema(schema) if schema is not None else None
+    # In a batch, only request-level faults hit the whole request; the rest shape single answers.
+    rule = _pick_fault(text, str(body.get("model", "")), request_level=True if entry_schema else None)
     kind = str(rule.get("kind", "ok"))
     STATE.kinds[kind] += 1
     latency = float(rule.get("latency", STATE.config["latency"]))
@@ -253,17 +312,18 @@ async def _respond(body: dict[str, Any], text: str) -> Response:
         await asyncio.sleep(latency)
     if kind == "429":
         retry_after = rule.get("retry_after", 1)
-        return _error(
-            429, "Rate limit reached for requests", "rate_limit_exceeded", {"Retry-After": str(retry_after)}
-        )
+        return _error(429, "Rate limit reached for requests", "rate_limit_exceeded", {"Retry-After": str(retry_after)})
     if kind in {"500", "502", "503"}:
         return _error(int(kind), "The server had an error while processing your request", "server_error")
     if kind == "400":
         return _error(400, "Invalid request: unsupported parameter", "invalid_request_error")
 
-    mode, schema, tool_name = _schema_of(body)
     value: Any
-    if kind == "output":
+    label_logprob = float(rule.get("label_logprob", STATE.config["label_logprob"]))
+    label_spans: list[tuple[int, int, float]] | None = None
+    if entry_schema is not None and kind not in _REQUEST_KINDS:
+        value, label_spans = _batch_answer(schema, entry_schema, text, str(body.get("model", "")))  # type: ignore[arg-type]
+    elif kind == "output":
         value = rule["output"]
     elif schema is not None:
         value = _answer(schema, schema.get("$defs", {}), text, rule)
@@ -295,10 +355,9 @@ async def _respond(body: dict[str, Any], text: str) -> Response:
         finish = "tool_calls"
     choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": finish, "logprobs": None}
     if body.get("logprobs") and mode != "tool":
-        label_logprob = float(rule.get("label_logprob", STATE.config["label_logprob"]))
-        choice["logprobs"] = _logprobs(
-            content, _label_spans(content, value), label_logprob, int(body.get("top_logprobs") or 0)
-        )
+        if label_spans is None:
+            label_spans = _label_spans(content, value, label_logprob)
+        choice["logprobs"] = _logprobs(content, label_spans, int(body.get("top_logprobs") or 0))
     prompt_tokens = max(1, len(text) // 4)
     completion_tokens = max(1, len(content) // 4)
     return JSONResponse(

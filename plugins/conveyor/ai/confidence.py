@@ -22,10 +22,15 @@ Two methods, chosen per step with ``confidence_method``:
     there is no label field), and the answer kept is the first sample with that label. Cost: k
     times the calls, the tokens and the latency of one call. With k = 3 the confidence takes
     the values 1/3, 2/3 and 1, so a threshold of 0.7 means "unanimous".
+
+Both work per answer when several items share a request (``items_per_call``, see
+:mod:`conveyor.ai.batching`): the label is read within each answer's part of the text, and the
+samples are compared item by item.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 import re
@@ -72,15 +77,54 @@ def mean_token_probability(logprobs: Sequence[Mapping[str, Any]]) -> float | Non
     return math.exp(sum(values) / len(values))
 
 
-def from_logprobs(
-    content: str, logprobs: Sequence[Mapping[str, Any]] | None, label_field: str | None
-) -> float | None:
+def from_logprobs(content: str, logprobs: Sequence[Mapping[str, Any]] | None, label_field: str | None) -> float | None:
     """The ``logprobs`` method on one answer."""
     if not logprobs:
         return None
     if label_field:
         return label_probability(content, logprobs, label_field)
     return mean_token_probability(logprobs)
+
+
+def from_logprobs_within(
+    content: str,
+    logprobs: Sequence[Mapping[str, Any]] | None,
+    label_field: str | None,
+    parts: Mapping[int, tuple[int, int]],
+) -> dict[int, float | None]:
+    """The ``logprobs`` method on each answer of a batch: part key -> confidence.
+
+    :param parts: key -> (start, end) of each answer in the text. The tokens are lined up once
+        for all parts (a batch's answer has thousands of tokens).
+    """
+    if not logprobs:
+        return {key: None for key in parts}
+    text, spans = _token_spans(logprobs)
+    if text != content and text.find(content) < 0:
+        return {key: None for key in parts}
+    starts = [a for a, _, _ in spans]
+    pattern = re.compile(rf'"{re.escape(label_field)}"\s*:\s*"([^"]*)"') if label_field else None
+    out: dict[int, float | None] = {}
+    for key, (low, high) in parts.items():
+        if pattern is not None:
+            match = pattern.search(text, low, high)
+            if match is None:
+                out[key] = None
+                continue
+            low, high = match.span(1)
+        # the tokens that overlap [low, high): from the last one starting at or before low
+        first = max(bisect.bisect_right(starts, low) - 1, 0)
+        values: list[float] = []
+        for a, b, lp in spans[first:]:
+            if a >= high:
+                break
+            if b > low:
+                values.append(lp)
+        if pattern is not None:
+            out[key] = math.exp(sum(values)) if values else None
+        else:
+            out[key] = math.exp(sum(values) / len(values)) if values else None
+    return out
 
 
 def agreement(outputs: Sequence[Mapping[str, Any]], label_field: str | None) -> tuple[int, float]:

@@ -89,6 +89,10 @@ class AIStepOperator(BaseOperator):
         ``agreement`` (share of ``samples`` answers agreeing, k calls), or ``none``.
     :param samples: k for ``agreement``.
     :param repair_attempts: extra requests for an answer that fails schema validation.
+    :param items_per_call: items sent to an LLM in one request (default 1). More divides the
+        per-request cost (client CPU, system-prompt tokens, rate-limit slots) by that number; an
+        item whose answer in the batch is missing or invalid is asked again on its own. See
+        :mod:`conveyor.ai.batching` for the trade-off.
     :param run_id: the run whose items to process (templated; default the DAG run's id).
     :param ledger_conn_id: the ledger's Airflow connection.
     :return: (XCom) the summary: counts of items, passed, review, failed, reasons, calls, cache
@@ -128,6 +132,7 @@ class AIStepOperator(BaseOperator):
         confidence_method: str = "logprobs",
         samples: int = 3,
         repair_attempts: int = 1,
+        items_per_call: int = 1,
         run_id: str = "{{ run_id }}",
         ledger_conn_id: str = CONN_ID,
         **kwargs: Any,
@@ -155,6 +160,7 @@ class AIStepOperator(BaseOperator):
         self.confidence_method = confidence_method
         self.samples = samples
         self.repair_attempts = repair_attempts
+        self.items_per_call = items_per_call
         self.run_id = run_id
         self.ledger_conn_id = ledger_conn_id
 
@@ -201,6 +207,7 @@ class AIStepOperator(BaseOperator):
             confidence_method=self.confidence_method,
             samples=self.samples,
             repair_attempts=self.repair_attempts,
+            items_per_call=self.items_per_call,
             step=self.task_id,
         )
         try:

@@ -73,6 +73,7 @@ class StepConfig:
     confidence_method: str = "logprobs"
     samples: int = 3
     repair_attempts: int = 1
+    items_per_call: int = 1
     step: str | None = None
 
     def __post_init__(self) -> None:
@@ -83,8 +84,8 @@ class StepConfig:
             raise ValueError("min_confidence must be between 0 and 1")
         if not 0 <= self.max_failure_rate <= 1:
             raise ValueError("max_failure_rate must be between 0 and 1")
-        if self.batch_size < 1 or self.max_concurrency < 1:
-            raise ValueError("batch_size and max_concurrency must be at least 1")
+        if self.batch_size < 1 or self.max_concurrency < 1 or self.items_per_call < 1:
+            raise ValueError("batch_size, max_concurrency and items_per_call must be at least 1")
 
 
 @dataclass
@@ -158,6 +159,7 @@ class AIStepRunner:
             confidence_method=c.confidence_method,
             samples=c.samples,
             repair_attempts=c.repair_attempts,
+            items_per_call=c.items_per_call,
         )
 
     def close(self) -> None:

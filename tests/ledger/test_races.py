@@ -88,3 +88,52 @@ def test_two_concurrent_decisions_on_one_item_one_wins(ledger, ledger_dsn):
     final = ledger.get(item).status
     assert loser == {item: final}
     assert ledger.history(item)[-1].actor == winners[0]
+
+
+def test_a_move_that_loses_a_deadlock_is_retried_in_lock_order_and_loses_nothing(ledger, ledger_dsn):
+    import threading
+    import time
+
+    import psycopg
+
+    ids = [f"{WF}:PO-{n}" for n in (1, 2)]
+    ledger.receive(WF, "r", [NewItem(i.split(":")[1], {"n": i}) for i in ids], actor="t")
+    first, second = ids
+    with psycopg.connect(ledger_dsn, autocommit=False) as other:
+        # Another writer holds the second item, and will ask for the first one once the move holds
+        # it. It waits longer before checking for deadlocks, so the server picks the move's
+        # statement as the victim.
+        other.execute("SET deadlock_timeout = '10s'")
+        other.execute("SELECT 1 FROM conveyor.items WHERE item_id = %s FOR UPDATE", (second,))
+        moved: list = []
+        mover = threading.Thread(
+            target=lambda: moved.append(
+                ledger.transition(WF, ids, to_status="validated", from_status="received", actor="mover")
+            )
+        )
+        mover.start()
+        with psycopg.connect(ledger_dsn, autocommit=True) as watcher:
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:  # until the move waits for the second item's lock
+                waiting = watcher.execute(
+                    "SELECT count(*) FROM pg_stat_activity"
+                    " WHERE wait_event_type = 'Lock' AND datname = current_database()"
+                ).fetchone()
+                if waiting and waiting[0]:
+                    break
+                time.sleep(0.02)
+            assert waiting and waiting[0], "the move never waited for the other writer's lock"
+        # The other writer cancels the first item (the move holds its row: this closes the cycle).
+        other.execute(
+            "UPDATE conveyor.items SET status = 'cancelled' WHERE item_id = %s AND status = 'received'", (first,)
+        )
+        other.commit()
+        mover.join(timeout=30)
+
+    (result,) = moved
+    assert result.moved == [second]
+    assert result.not_moved == {first: "cancelled"}
+    assert ledger.get(second).status == "validated"
+    history = [(t.from_status, t.to_status) for t in ledger.history(second)]
+    assert history == [(None, "received"), ("received", "validated")]
+    assert [t.to_status for t in ledger.history(first)] == ["received"]  # the other writer wrote no audit row

@@ -28,6 +28,8 @@ from conveyor.ledger.statuses import Status, Workflow, as_statuses, get_workflow
 
 #: Items per statement: large enough to be set-based, small enough to keep lock times short.
 CHUNK_SIZE = 10_000
+#: Attempts of one chunk's move when concurrent movers of the same items deadlock.
+_DEADLOCK_RETRIES = 5
 
 _UNSET: Any = object()
 
@@ -130,8 +132,13 @@ _OPTIONAL_FIELDS: tuple[tuple[str, str, Callable[[ItemUpdate], Any], str], ...] 
 )
 
 
-def _move_statement(fields: Sequence[str]) -> str:
-    """The guarded move of one chunk: lock in one order, update, and write the audit rows."""
+def _move_statement(fields: Sequence[str], *, from_one: bool) -> str:
+    """The guarded move of one chunk, and the audit rows of the items it moved.
+
+    :param from_one: every item must hold the one status ``%(from_status)s``. The move is then a
+        plain guarded UPDATE, and the audit row's from-status is that status. Otherwise (several
+        from-statuses) the rows are first locked in one global order, to read each one's status.
+    """
     columns = ["item_id", *fields]
     arrays = ", ".join(f"%({c})s::{_TYPES[c]}[]" for c in columns)
     sets = [clause for name, _, _, clause in _OPTIONAL_FIELDS if name in fields]
@@ -140,6 +147,29 @@ def _move_statement(fields: Sequence[str]) -> str:
     if "reason" not in fields:
         sets.append("reason = %(reason)s")
     audit_reason = "reason" if "reason" in fields else "%(reason)s"
+    update = f"""
+    UPDATE conveyor.items i SET
+        status = %(to_status)s,
+        updated_at = now(),
+        stage_times = CASE WHEN i.stage_times ? %(to_status)s THEN i.stage_times
+                           ELSE i.stage_times || jsonb_build_object(%(to_status)s::text, now()) END,
+        {", ".join(sets)}"""
+    if from_one:
+        # Concurrent movers of the same items cannot corrupt them: each waits for the other's row
+        # lock, then re-checks the guard on the row as committed. They may deadlock (they lock in
+        # their plans' orders); the loser is rolled back by the server and the caller retries it
+        # with the ordered statement below.
+        return f"""
+WITH moved AS ({update}
+    FROM unnest({arrays}) AS src({", ".join(columns)})
+    WHERE i.item_id = src.item_id AND i.item_id = ANY(%(item_id)s::text[])
+      AND i.status = %(from_status)s AND i.workflow = %(workflow)s
+    RETURNING i.item_id, i.run_id{", src.reason" if "reason" in fields else ""}
+)
+INSERT INTO conveyor.transitions (item_id, run_id, workflow, from_status, to_status, actor, reason)
+SELECT item_id, run_id, %(workflow)s, %(from_status)s, %(to_status)s, %(actor)s, {audit_reason} FROM moved
+RETURNING item_id
+"""
     return f"""
 WITH u AS (
     SELECT * FROM unnest({arrays}) AS u({", ".join(columns)})
@@ -149,13 +179,7 @@ WITH u AS (
     WHERE i.status = ANY(%(from_statuses)s::text[]) AND i.workflow = %(workflow)s
     ORDER BY i.item_id  -- one global lock order: concurrent movers queue, they never deadlock
     FOR UPDATE OF i
-), moved AS (
-    UPDATE conveyor.items i SET
-        status = %(to_status)s,
-        updated_at = now(),
-        stage_times = CASE WHEN i.stage_times ? %(to_status)s THEN i.stage_times
-                           ELSE i.stage_times || jsonb_build_object(%(to_status)s::text, now()) END,
-        {", ".join(sets)}
+), moved AS ({update}
     FROM src
     WHERE i.item_id = src.item_id
     RETURNING i.item_id, i.run_id, src.old_status{", src.reason" if "reason" in fields else ""}
@@ -318,25 +342,24 @@ class Ledger:
         """
         flow = get_workflow(workflow)
         target = Status(to_status)
-        updates: dict[str, ItemUpdate] = (
-            dict(items) if isinstance(items, Mapping) else {i: ItemUpdate(reason=reason) for i in items}
-        )
-        if not updates:
+        updates = dict(items) if isinstance(items, Mapping) else None
+        ids = sorted(updates if updates is not None else set(items))  # sorted: one lock order
+        if not ids:
             return TransitionResult()
         explicit = from_status is not None
         if explicit:
             froms = list(as_statuses(from_status))  # type: ignore[arg-type]
             illegal = [s for s in froms if not flow.allows(s, target)]
             if illegal:
-                raise IllegalTransition(workflow, target, {item: illegal[0].value for item in updates})
+                raise IllegalTransition(workflow, target, {item: illegal[0].value for item in ids})
         else:
             froms = sorted({f for f, t in flow.transitions if t == target})
         result = TransitionResult()
         with self.connect() as conn:
-            for chunk in _chunks(sorted(updates.items()), CHUNK_SIZE):
-                moved = self._move_chunk(conn, flow, chunk, froms, target, actor)
+            for chunk in _chunks(ids, CHUNK_SIZE):
+                moved = self._move_chunk(conn, flow, chunk, updates, froms, target, actor, reason)
                 result.moved.extend(moved)
-                missing = [item_id for item_id, _ in chunk if item_id not in moved]
+                missing = [item_id for item_id in chunk if item_id not in moved]
                 if missing:
                     current = self._current_statuses(conn, missing)
                     if not explicit:
@@ -352,28 +375,45 @@ class Ledger:
         self,
         conn: psycopg.Connection,
         flow: Workflow,
-        chunk: Sequence[tuple[str, ItemUpdate]],
+        chunk: Sequence[str],
+        updates: Mapping[str, ItemUpdate] | None,
         froms: Sequence[str],
         target: Status,
         actor: str,
+        reason: str | None,
     ) -> set[str]:
         params: dict[str, Any] = {
-            "item_id": [item_id for item_id, _ in chunk],
+            "item_id": list(chunk),
             "from_statuses": [str(status) for status in froms],
+            "from_status": str(froms[0]),
             "to_status": target.value,
             "workflow": flow.name,
             "actor": actor,
+            "reason": reason,
         }
         fields = []
-        for name, _, value_of, _ in _OPTIONAL_FIELDS:
-            values = [value_of(update) for _, update in chunk]
-            if name == "reason" and len(set(values)) == 1:
-                params["reason"] = values[0]  # one reason for the whole chunk: a scalar
-            elif any(v is not None for v in values):
-                fields.append(name)
-                params[name] = values
-        rows = conn.execute(_move_statement(fields), params).fetchall()  # type: ignore[arg-type]
-        return {row[0] for row in rows}
+        if updates is not None:  # per-item data travels only when some item of the chunk sets it
+            chunk_updates = [updates[item_id] for item_id in chunk]
+            for name, _, value_of, _ in _OPTIONAL_FIELDS:
+                values = [value_of(update) for update in chunk_updates]
+                if name == "reason" and len(set(values)) == 1:
+                    params["reason"] = values[0]  # one reason for the whole chunk: a scalar
+                elif any(v is not None for v in values):
+                    fields.append(name)
+                    params[name] = values
+        statement = _move_statement(fields, from_one=len(froms) == 1)
+        for attempt in range(_DEADLOCK_RETRIES):
+            try:
+                with conn.transaction():  # a savepoint: a lost deadlock undoes this statement only
+                    rows = conn.execute(statement, params).fetchall()  # type: ignore[arg-type]
+                return {row[0] for row in rows}
+            except psycopg.errors.DeadlockDetected:
+                # A concurrent mover of the same items locked them in another order and won; go on
+                # in the global lock order (its moves are then seen and not repeated).
+                if attempt + 1 == _DEADLOCK_RETRIES:
+                    raise
+                statement = _move_statement(fields, from_one=False)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     @staticmethod
     def _current_statuses(conn: psycopg.Connection, item_ids: Sequence[str]) -> dict[str, str | None]:

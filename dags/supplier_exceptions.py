@@ -40,6 +40,11 @@ with DAG(
     params={
         "extract_path": Param(str(INCLUDE / "data" / "supplier_exceptions" / "extract.csv"), type="string",
                               description="The supplier-exception extract (CSV, JSON lines or Parquet)."),
+        # A feed that stopped being refreshed upstream still parses: without this, last month's
+        # exceptions would be reported again as today's.
+        "max_age_days": Param(2, type=["integer", "null"],
+                              description="Fail the run when the newest exception_date is older than this "
+                                          "many days before the run date (null: no freshness check)."),
     },
     # The report is due at 08:00, two hours after the 06:00 run: tell a person when it is not done.
     deadline=DeadlineAlert(
@@ -61,6 +66,7 @@ with DAG(
         workflow=WORKFLOW,
         suite="supplier_exceptions",
         source="{{ ti.xcom_pull(task_ids='extract') }}",
+        max_age="{{ params.max_age_days }}",
         max_exception_rate=0.2,  # more than 1 row in 5 failing: the feed is broken, fail the run
         retries=0,
         doc_md=recovery(Recovery.MANUAL_INTERVENTION, why="bad data is not fixed by retrying: fix the feed "

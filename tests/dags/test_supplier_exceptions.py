@@ -65,12 +65,20 @@ def test_happy_path_publishes_one_report_and_a_rerun_changes_nothing(runner, led
     assert {i.item_id: len(ledger.history(i.item_id)) for i in ledger.items(workflow=WF, limit=None)} == history
 
 
-def test_the_founding_incident_fails_at_the_gate_and_alerts_a_person(runner, ledger, mailbox, tmp_path,
-                                                                     monkeypatch):
+@pytest.mark.parametrize(
+    ("feed", "message"),
+    [
+        # the founding incident: an upstream rename, and every step after it "succeeded" on nothing
+        ("renamed_column.csv", "column 'supplier_id' missing; found 'vendor_id'"),
+        # a feed nobody refreshes any more: it parses, but it is last month's news
+        ("stale.csv", "stale data: the newest exception_date in stale.csv is 2026-10-28"),
+    ],
+)
+def test_a_broken_feed_fails_at_the_gate_and_alerts_a_person(runner, ledger, mailbox, tmp_path, monkeypatch,
+                                                             feed, message):
     monkeypatch.setenv("CONVEYOR_HOME", str(tmp_path / "home"))
-    renamed = SAMPLE / "malformed" / "renamed_column.csv"
 
-    run, _ = runner.run(WF, {"extract_path": str(renamed)}, people=False)
+    run, _ = runner.run(WF, {"extract_path": str(SAMPLE / "malformed" / feed)}, people=False)
 
     states = task_states(run)
     assert run.state == "failed"
@@ -79,13 +87,13 @@ def test_the_founding_incident_fails_at_the_gate_and_alerts_a_person(runner, led
         "upstream_failed"}
     batch = ledger.get_batch(WF, run.run_id, "validate")
     assert batch["status"] == "quarantined"
-    assert "column 'supplier_id' missing; found 'vendor_id'" in batch["reason"]
+    assert message in batch["reason"]
     assert ledger.count_by_status(workflow=WF) == {}  # nothing was processed into garbage
     assert ledger.effects("publish_report") == {}
     assert not list((tmp_path / "home").glob("output/**/report-*"))
     [subject] = mailbox.subjects
     assert "step 'validate' failed" in subject
-    assert "column 'supplier_id' missing; found 'vendor_id'" in html.unescape(mailbox.bodies[0])
+    assert message in html.unescape(mailbox.bodies[0])
 
 
 def test_review_timeout_proceeds_with_confident_drafts_only(runner, ledger, todays_extract, mailbox, tmp_path,

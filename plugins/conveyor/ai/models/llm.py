@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from conveyor.ai import batching
 from conveyor.ai import confidence as conf
@@ -43,6 +43,8 @@ if TYPE_CHECKING:
     from conveyor.ledger.store import Ledger
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 
 def _validation_summary(exc: Exception, limit: int = 3) -> str:
@@ -193,8 +195,20 @@ class LLMModel(StepModel):
                 return response
         raise AssertionError("unreachable: tenacity reraises")  # pragma: no cover
 
-    async def _answer(self, data: dict[str, Any], sample: int, spent: list[int]) -> tuple[dict[str, Any], Any]:
-        """One schema-valid answer: (output, response)."""
+    async def _ask(
+        self,
+        instructions: str,
+        message: str,
+        parse: Callable[[str], _T],
+        sample: int,
+        spent: list[int],
+        params: Any = None,
+    ) -> tuple[_T, Any]:
+        """One request and its repairs: (the parsed answer, the response).
+
+        :param parse: answer text -> what the caller needs; raises ``ValueError`` (a pydantic
+            ``ValidationError`` is one) for an unusable answer, whose errors go back to the model.
+        """
         from pydantic import ValidationError
         from pydantic_ai.messages import (
             ModelRequest,
@@ -205,33 +219,38 @@ class LLMModel(StepModel):
             UserPromptPart,
         )
 
-        messages: list[Any] = [
-            ModelRequest(parts=[SystemPromptPart(self.instructions), UserPromptPart(self.task.user_message(data))])
-        ]
+        messages: list[Any] = [ModelRequest(parts=[SystemPromptPart(instructions), UserPromptPart(message)])]
         settings = self.settings(sample)
+        schema = (params or self.params).output_object.name
         for repair in range(self.repair_attempts + 1):
-            response = await self._request(messages, settings, spent)
+            response = await self._request(messages, settings, spent, params)
             text = "".join(p.content for p in response.parts if isinstance(p, TextPart))
             try:
-                parsed = self.task.output_schema.model_validate_json(text)
-            except ValidationError as exc:
+                return parse(text), response
+            except ValueError as exc:
                 if repair >= self.repair_attempts:
                     shown = " ".join(text.split())[:120]
                     raise ModelCallError(
-                        f"model output did not match the {self.task.output_schema.__name__} schema after "
-                        f"{self.repair_attempts} repair attempt(s): {_validation_summary(exc)}; "
-                        f"answer was {shown!r}",
+                        f"model output did not match the {schema} schema after {self.repair_attempts} "
+                        f"repair attempt(s): {_validation_summary(exc)}; answer was {shown!r}",
                         transient=False,
                         code="invalid_output",
                     ) from None
-                feedback = RetryFeedbackPart(
-                    content=exc.errors(include_url=False),
-                    retry=RetryInfo("validation_error", attempt=repair + 1),
-                )
+                errors = exc.errors(include_url=False) if isinstance(exc, ValidationError) else str(exc)
+                feedback = RetryFeedbackPart(content=errors, retry=RetryInfo("validation_error", attempt=repair + 1))
                 messages += [response, ModelRequest(parts=[feedback])]
-                continue
-            return parsed.model_dump(mode="json"), response
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _answer(self, data: dict[str, Any], sample: int, spent: list[int]) -> tuple[dict[str, Any], Any]:
+        """One schema-valid answer: (output, response)."""
+        schema = self.task.output_schema
+        return await self._ask(
+            self.instructions,
+            self.task.user_message(data),
+            lambda text: schema.model_validate_json(text).model_dump(mode="json"),
+            sample,
+            spent,
+        )
 
     def _failed(self, exc: Exception, spent: int) -> Prediction:
         """The prediction of an item whose request failed (breaker open, model error, transport)."""
@@ -306,44 +325,21 @@ class LLMModel(StepModel):
 
         Items whose answer is missing, repeated or invalid are left out (the caller asks again).
         """
-        from pydantic_ai.messages import (
-            ModelRequest,
-            RetryFeedbackPart,
-            RetryInfo,
-            SystemPromptPart,
-            TextPart,
-            UserPromptPart,
+        read, response = await self._ask(
+            self.instructions + batching.BATCH_NOTE,
+            batching.batch_message(self.task.user_message, [i.data for i in inputs]),
+            lambda text: batching.read_batch(text, self.task.output_schema, len(inputs)),
+            sample,
+            spent,
+            self.batch_params,
         )
-
-        message = batching.batch_message(self.task.user_message, [i.data for i in inputs])
-        messages: list[Any] = [
-            ModelRequest(parts=[SystemPromptPart(self.instructions + batching.BATCH_NOTE), UserPromptPart(message)])
-        ]
-        settings = self.settings(sample)
-        for repair in range(self.repair_attempts + 1):
-            response = await self._request(messages, settings, spent, self.batch_params)
-            text = "".join(p.content for p in response.parts if isinstance(p, TextPart))
-            try:
-                read = batching.read_batch(text, self.task.output_schema, len(inputs))
-            except ValueError as exc:
-                if repair >= self.repair_attempts:
-                    raise ModelCallError(
-                        f"the batch answer did not match its schema after {self.repair_attempts} repair "
-                        f"attempt(s): {exc}",
-                        transient=False,
-                        code="invalid_output",
-                    ) from None
-                feedback = RetryFeedbackPart(content=str(exc), retry=RetryInfo("validation_error", attempt=repair + 1))
-                messages += [response, ModelRequest(parts=[feedback])]
-                continue
-            if self.confidence_method != "logprobs":
-                return {number: (output, None) for number, output in read.outputs.items()}
-            text, logprobs = self._text_and_logprobs(response)
-            spans = {number: read.spans[number] for number in read.outputs if number in read.spans}
-            scores = conf.from_logprobs_within(text, logprobs, self.task.label_field, spans)
-            # An answer whose place in the text is unclear cannot be scored: it is asked again alone.
-            return {number: (read.outputs[number], score) for number, score in scores.items()}
-        raise AssertionError("unreachable")  # pragma: no cover
+        if self.confidence_method != "logprobs":
+            return {number: (output, None) for number, output in read.outputs.items()}
+        text, logprobs = self._text_and_logprobs(response)
+        spans = {number: read.spans[number] for number in read.outputs if number in read.spans}
+        scores = conf.from_logprobs_within(text, logprobs, self.task.label_field, spans)
+        # An answer whose place in the text is unclear cannot be scored: it is asked again alone.
+        return {number: (read.outputs[number], score) for number, score in scores.items()}
 
     async def predict_batch(self, inputs: Sequence[ModelInput]) -> list[Prediction]:
         """Predictions for ``inputs`` from one request (k with ``agreement``), in order.

@@ -1,6 +1,7 @@
 """A real OpenAI-compatible chat-completions server on 127.0.0.1 for the AI step's tests and bench.
 
-It answers ``POST /v1/chat/completions`` with structured output for whatever JSON schema the
+It answers ``POST /v1/chat/completions`` (and the same through ``POST /v1/responses``, the
+Responses API) with structured output for whatever JSON schema the
 request carries (``response_format`` json_schema, or a tool's parameters), like a small model
 would: enum fields get the value whose words appear in the prompt, text fields get a sentence
 made from the prompt. Faults are injected through ``POST /control/config``:
@@ -75,6 +76,7 @@ class State:
         self.in_flight = 0
         self.max_in_flight = 0
         self.alternations: Counter[str] = Counter()
+        self.endpoints: Counter[str] = Counter()
 
 
 STATE = State()
@@ -279,7 +281,12 @@ def _batch_answer(
 
 
 async def chat_completions(request: Request) -> Response:
-    body = await request.json()
+    STATE.endpoints["chat/completions"] += 1
+    return await _serve(await request.json())
+
+
+async def _serve(body: dict[str, Any]) -> Response:
+    """Count the request, hold a concurrency slot, and answer it as a chat completion."""
     text = _user_text(body)
     STATE.calls += 1
     STATE.arrivals.append(time.monotonic())
@@ -296,6 +303,87 @@ async def chat_completions(request: Request) -> Response:
         STATE.in_flight -= 1
         if semaphore is not None:
             semaphore.release()
+
+
+# -- the Responses API: the same answers in its request and response shapes ---------------------
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "".join(c.get("text", "") for c in content or () if isinstance(c, dict))
+
+
+def _as_chat_request(body: dict[str, Any]) -> dict[str, Any]:
+    """A ``POST /v1/responses`` body as the chat-completions body it amounts to."""
+    messages: list[dict[str, Any]] = []
+    if body.get("instructions"):
+        messages.append({"role": "system", "content": body["instructions"]})
+    given = body.get("input")
+    for entry in [{"role": "user", "content": given}] if isinstance(given, str) else given or ():
+        if entry.get("role") in ("system", "developer", "user", "assistant"):
+            messages.append({"role": entry["role"], "content": _text_of(entry.get("content"))})
+    chat: dict[str, Any] = {"model": body.get("model"), "messages": messages}
+    fmt = (body.get("text") or {}).get("format") or {}
+    if fmt.get("type") == "json_schema":
+        chat["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": fmt.get("name"), "schema": fmt.get("schema", {}), "strict": fmt.get("strict")},
+        }
+    chat["logprobs"] = "message.output_text.logprobs" in (body.get("include") or ())
+    return chat
+
+
+def _as_response(completion: dict[str, Any]) -> dict[str, Any]:
+    """A chat completion as the Responses API's ``response`` object (one output message)."""
+    choice = completion["choices"][0]
+    usage = completion["usage"]
+    text = {
+        "type": "output_text",
+        "text": choice["message"]["content"],
+        "annotations": [],
+        "logprobs": (choice.get("logprobs") or {}).get("content") or [],
+    }
+    return {
+        "id": completion["id"].replace("chatcmpl", "resp"),
+        "object": "response",
+        "created_at": completion["created"],
+        "status": "completed",
+        "model": completion["model"],
+        "output": [
+            {
+                "type": "message",
+                "id": f"msg_{STATE.calls}",
+                "status": "completed",
+                "role": "assistant",
+                "content": [text],
+            }
+        ],
+        "usage": {
+            "input_tokens": usage["prompt_tokens"],
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": usage["completion_tokens"],
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": usage["total_tokens"],
+        },
+        "error": None,
+        "incomplete_details": None,
+        "instructions": None,
+        "metadata": {},
+        "parallel_tool_calls": True,
+        "temperature": 1.0,
+        "tool_choice": "auto",
+        "tools": [],
+        "top_p": 1.0,
+    }
+
+
+async def responses(request: Request) -> Response:
+    STATE.endpoints["responses"] += 1
+    reply = await _serve(_as_chat_request(await request.json()))
+    if reply.status_code != 200:
+        return reply  # errors have the same shape in both APIs
+    return JSONResponse(_as_response(json.loads(bytes(reply.body))))
 
 
 async def _respond(body: dict[str, Any], text: str) -> Response:
@@ -395,6 +483,7 @@ async def stats(request: Request) -> Response:
             "prompts": STATE.prompts,
             "arrivals": STATE.arrivals,
             "max_in_flight": STATE.max_in_flight,
+            "endpoints": dict(STATE.endpoints),
             "pending_faults": len(STATE.config["faults"]),
         }
     )
@@ -403,6 +492,7 @@ async def stats(request: Request) -> Response:
 app = Starlette(
     routes=[
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+        Route("/v1/responses", responses, methods=["POST"]),
         Route("/control/config", set_config, methods=["POST"]),
         Route("/control/stats", stats, methods=["GET"]),
     ]

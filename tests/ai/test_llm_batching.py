@@ -128,3 +128,4 @@ def test_agreement_is_counted_item_by_item_across_samples_of_the_batch(ledger, l
     for row in rows[2:]:
         unanimous = item(ledger, row["exception_id"])
         assert unanimous.status == "ai_processed" and unanimous.confidence == 1.0
+

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import time
 
@@ -389,3 +390,33 @@ def test_in_one_worker_the_half_open_probe_goes_alone_and_the_others_follow_it(l
             "SELECT state, failures FROM conveyor.ai_breakers WHERE endpoint LIKE 'openai:fake%'"
         )
         assert row.fetchone() == ("closed", 0)
+
+
+@pytest.mark.parametrize("items_per_call", [1, 3])
+def test_the_responses_api_gives_the_same_answers_and_confidences(ledger, llm, monkeypatch, items_per_call):
+    # The same endpoint through pydantic-ai's Responses API model: logprobs come on each text part.
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_LLM_RESPONSES",
+        json.dumps(
+            {
+                "conn_type": "pydanticai",
+                "host": llm.base_url,
+                "password": "sk-test-key-123",
+                "extra": {"model": "openai-responses:fake-model"},
+            }
+        ),
+    )
+    rows = exception_rows(6)
+    seed_exceptions(ledger, "r1", rows)
+    llm.configure(rules=[{"match": rows[4]["exception_id"], "label_logprob": -1.2}])
+
+    summary = run_step(ledger, config("r1", model="llm_responses", items_per_call=items_per_call))
+
+    assert summary["calls"] == llm.stats()["calls"] == 6 // items_per_call
+    assert llm.stats()["endpoints"] == {"responses": 6 // items_per_call}
+    unsure = item(ledger, rows[4]["exception_id"])
+    assert unsure.status == "pending_review"
+    assert unsure.confidence == pytest.approx(math.exp(-1.2), abs=1e-3)
+    sure = item(ledger, rows[5]["exception_id"])
+    assert sure.confidence == pytest.approx(math.exp(-0.02), abs=1e-3)
+    assert rows[5]["po_number"] in sure.ai_result["draft"]

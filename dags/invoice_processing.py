@@ -95,6 +95,7 @@ with DAG(
         ai_task="classify_spend",
         model="{{ var.value.get('conveyor_invoice_model', 'local') }}",
         fallback_model="local",
+        items_per_call="{{ var.value.get('conveyor_llm_items_per_call', 1) }}",
         min_confidence=0.0,  # doubtful categories are sent to a person by route_approvals
         max_failure_rate=0.1,
         doc_md=recovery(Recovery.RETRY, Recovery.CIRCUIT_BREAKER, Recovery.ALTERNATIVE_PATH,

@@ -88,6 +88,7 @@ with DAG(
         ai_task="classify_exception",
         model="{{ var.value.get('conveyor_supplier_model', 'local') }}",
         fallback_model="local",
+        items_per_call="{{ var.value.get('conveyor_llm_items_per_call', 1) }}",
         min_confidence=0.7,
         max_failure_rate=0.1,
         doc_md=recovery(Recovery.RETRY, Recovery.CIRCUIT_BREAKER, Recovery.ALTERNATIVE_PATH,

@@ -36,6 +36,30 @@ def test_an_empty_run_fails_without_retries_and_an_open_breaker_fails_for_the_re
     assert not isinstance(failed.value, AirflowFailException)  # Airflow retries it after the cool-down
 
 
+def test_items_per_call_comes_from_a_rendered_template_and_a_bad_value_fails_without_retries(ledger, llm):
+    from airflow.sdk.exceptions import AirflowFailException
+    from conveyor.ai.operators import AIStepOperator
+
+    seed_exceptions(ledger, "r1", exception_rows(4))
+
+    def step(items_per_call: str) -> AIStepOperator:
+        return AIStepOperator(
+            task_id="classify",
+            workflow="supplier_exceptions",
+            ai_task="classify_exception",
+            run_id="r1",
+            model=PRIMARY_CONN,
+            items_per_call=items_per_call,  # what "{{ var.value.get(...) }}" renders: a string
+        )
+
+    with pytest.raises(AirflowFailException, match="items_per_call must be a whole number of at least 1, got 'two'"):
+        step("two").execute(context("r1"))
+    assert llm.stats()["calls"] == 0
+
+    summary = step("2").execute(context("r1"))
+    assert summary["items"] == 4 and summary["calls"] == llm.stats()["calls"] == 2
+
+
 def test_declared_task_and_fields_are_checked_before_anything_runs(ledger):
     from conveyor.ai.definitions import CLASSIFY_SPEND, get_ai_task
     from conveyor.ai.operators import AIStepOperator
@@ -48,6 +72,7 @@ def test_declared_task_and_fields_are_checked_before_anything_runs(ledger):
         "fallback_model",
         "from_status",
         "to_status",
+        "items_per_call",
     )
     with pytest.raises(
         ValueError, match="unknown AI task 'summarise'; known: classify_exception, classify_spend"

@@ -89,7 +89,8 @@ class AIStepOperator(BaseOperator):
         ``agreement`` (share of ``samples`` answers agreeing, k calls), or ``none``.
     :param samples: k for ``agreement``.
     :param repair_attempts: extra requests for an answer that fails schema validation.
-    :param items_per_call: items sent to an LLM in one request (default 1). More divides the
+    :param items_per_call: items sent to an LLM in one request (default 1; templated, e.g. from a
+        Variable). More divides the
         per-request cost (client CPU, system-prompt tokens, rate-limit slots) by that number; an
         item whose answer in the batch is missing or invalid is asked again on its own. See
         :mod:`conveyor.ai.batching` for the trade-off.
@@ -106,6 +107,7 @@ class AIStepOperator(BaseOperator):
         "fallback_model",
         "from_status",
         "to_status",
+        "items_per_call",
     )
     ui_color = "#e8dff5"
 
@@ -132,7 +134,7 @@ class AIStepOperator(BaseOperator):
         confidence_method: str = "logprobs",
         samples: int = 3,
         repair_attempts: int = 1,
-        items_per_call: int = 1,
+        items_per_call: int | str = 1,
         run_id: str = "{{ run_id }}",
         ledger_conn_id: str = CONN_ID,
         **kwargs: Any,
@@ -174,6 +176,14 @@ class AIStepOperator(BaseOperator):
         from conveyor.ledger import Ledger
         from conveyor.ledger.actors import task_actor
 
+        try:  # a rendered template is a string
+            items_per_call = int(self.items_per_call)
+        except ValueError:
+            items_per_call = 0
+        if items_per_call < 1:
+            raise AirflowFailException(
+                f"items_per_call must be a whole number of at least 1, got {self.items_per_call!r}"
+            )
         task = get_ai_task(self.ai_task)
         if task.workflow != self.workflow:
             self.log.warning(
@@ -207,7 +217,7 @@ class AIStepOperator(BaseOperator):
             confidence_method=self.confidence_method,
             samples=self.samples,
             repair_attempts=self.repair_attempts,
-            items_per_call=self.items_per_call,
+            items_per_call=items_per_call,
             step=self.task_id,
         )
         try:

@@ -86,5 +86,8 @@ def test_each_answer_gets_the_probability_of_its_own_label_tokens():
     length = spans[2][1] - spans[2][0]
     assert means[1] == pytest.approx(math.exp(-0.001))
     assert means[2] == pytest.approx(math.exp((-1.5 - 0.001 * (length - 1)) / length))
+    # tokens that start before the answer (a leading newline): the parts are shifted to match
+    shifted = confidence.from_logprobs_within(text, [{"token": "\n", "logprob": -3.0}, *tokens], "category", spans)
+    assert list(shifted.values()) == [pytest.approx(first_p), pytest.approx(second_p)]
     # no log-probabilities from the endpoint: no confidence, for every answer
     assert confidence.from_logprobs_within(text, [], "category", spans) == {1: None, 2: None}

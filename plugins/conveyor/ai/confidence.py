@@ -100,12 +100,14 @@ def from_logprobs_within(
     if not logprobs:
         return {key: None for key in parts}
     text, spans = _token_spans(logprobs)
-    if text != content and text.find(content) < 0:
+    offset = 0 if text == content else text.find(content)  # where the answer starts in the tokens
+    if offset < 0:
         return {key: None for key in parts}
     starts = [a for a, _, _ in spans]
     pattern = re.compile(rf'"{re.escape(label_field)}"\s*:\s*"([^"]*)"') if label_field else None
     out: dict[int, float | None] = {}
     for key, (low, high) in parts.items():
+        low, high = low + offset, high + offset
         if pattern is not None:
             match = pattern.search(text, low, high)
             if match is None:

@@ -90,10 +90,9 @@ class AIStepOperator(BaseOperator):
     :param samples: k for ``agreement``.
     :param repair_attempts: extra requests for an answer that fails schema validation.
     :param items_per_call: items sent to an LLM in one request (default 1; templated, e.g. from a
-        Variable). More divides the
-        per-request cost (client CPU, system-prompt tokens, rate-limit slots) by that number; an
-        item whose answer in the batch is missing or invalid is asked again on its own. See
-        :mod:`conveyor.ai.batching` for the trade-off.
+        Variable). More divides the per-request cost (client CPU, system-prompt tokens, rate-limit
+        slots) by that number; an item whose answer in the batch is missing or invalid is asked
+        again on its own. See :mod:`conveyor.ai.batching` for the trade-off.
     :param run_id: the run whose items to process (templated; default the DAG run's id).
     :param ledger_conn_id: the ledger's Airflow connection.
     :return: (XCom) the summary: counts of items, passed, review, failed, reasons, calls, cache

@@ -114,9 +114,12 @@ _COHORT_CTE = f"""
 cohort AS (
     SELECT DISTINCT w.label, t.item_id
     FROM {_WINDOWS}
-    JOIN conveyor.transitions t
-      ON t.workflow = %(workflow)s AND t.to_status = 'received' AND t.from_status IS NULL
-     AND t.at >= w.s AND t.at < w.e
+    CROSS JOIN LATERAL (  -- LATERAL: an index range scan per window, never a scan of the whole log
+        SELECT t.item_id FROM conveyor.transitions t
+        WHERE t.workflow = %(workflow)s AND t.to_status = 'received' AND t.from_status IS NULL
+          AND t.at >= w.s AND t.at < w.e
+        OFFSET 0  -- keeps the subquery (and its index scan) from being flattened into a join
+    ) t
 ), flagged AS (
     SELECT c.label, c.item_id, EXISTS (
         SELECT 1 FROM conveyor.transitions x
@@ -168,14 +171,22 @@ def _cycle_sql() -> str:
 WITH done AS (
     SELECT DISTINCT w.label, t.item_id, t.at AS done_at
     FROM {_WINDOWS}
-    JOIN conveyor.transitions t
-      ON t.workflow = %(workflow)s AND t.to_status = %(done)s AND t.at >= w.s AND t.at < w.e
+    CROSS JOIN LATERAL (  -- LATERAL: an index range scan per window, never a scan of the whole log
+        SELECT t.item_id, t.at FROM conveyor.transitions t
+        WHERE t.workflow = %(workflow)s AND t.to_status = %(done)s AND t.at >= w.s AND t.at < w.e
+        OFFSET 0  -- keeps the subquery (and its index scan) from being flattened into a join
+    ) t
 ), completed AS (
     SELECT DISTINCT item_id, done_at FROM done
 ), steps AS (
     SELECT x.item_id, x.to_status, x.at,
            lead(x.at) OVER (PARTITION BY x.item_id COLLATE "C" ORDER BY x.at, x.id) AS left_at
-    FROM completed c JOIN conveyor.transitions x ON x.item_id = c.item_id AND x.at <= c.done_at
+    FROM completed c
+    CROSS JOIN LATERAL (  -- each completed item's own history, by its index
+        SELECT x.item_id, x.to_status, x.at, x.id FROM conveyor.transitions x
+        WHERE x.item_id = c.item_id AND x.at <= c.done_at
+        OFFSET 0
+    ) x
 ), per_item AS (
     SELECT s.item_id, min(s.at) AS entered,
            {per_stage}

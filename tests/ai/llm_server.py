@@ -21,11 +21,11 @@ Fault kinds: ``429`` (with ``Retry-After``), ``500``, ``503``, ``400``, ``hang``
 
 Batches (several items in one request, ``conveyor.ai.batching``): when the schema is
 ``{answers: [{item, ...}]}`` the prompt is split at its ``### Item <n>`` headings and each item is
-answered from its own text. Queued faults, ``fail_all`` and rules of the request-level kinds
-(HTTP errors, ``hang``, ``malformed``, ``wrong_schema``) hit the whole request when they match
-any of its items; the other rules shape only the answer of the item they match, with two more
-kinds: ``skip`` (the item is left out of the answer) and ``invalid`` (its answer has the wrong
-fields).
+answered from its own text. Queued faults, ``fail_all``, rules of the request-level kinds
+(HTTP errors, ``hang``, ``malformed``, ``wrong_schema``) and rules with a ``latency`` hit the
+whole request when they match any of its items. The other rules shape only the answer of the item
+they match, with two more kinds: ``skip`` (the item is left out of the answer) and ``invalid``
+(its answer has the wrong fields).
 
 ``GET /control/stats`` reports every request: count, kinds, arrival times and prompts, so a test
 can prove how often each item was sent. Run it with ``python -m tests.ai.llm_server``; it prints
@@ -98,6 +98,11 @@ def _user_text(body: dict[str, Any]) -> str:
 _REQUEST_KINDS = {"429", "500", "502", "503", "400", "hang", "malformed", "wrong_schema"}
 
 
+def _request_level(rule: dict[str, Any]) -> bool:
+    """Whether a rule acts on a whole batch request: a fault of the request, or its latency."""
+    return str(rule.get("kind", "ok")) in _REQUEST_KINDS or "latency" in rule
+
+
 def _pick_fault(text: str, model: str, request_level: bool | None = None) -> dict[str, Any]:
     """The rule for a request (``request_level`` None), or only its request-level (True) or
     per-item (False) rules, for a batch."""
@@ -109,7 +114,7 @@ def _pick_fault(text: str, model: str, request_level: bool | None = None) -> dic
             continue
         if rule.get("times") == 0:
             continue
-        if request_level is not None and (str(rule.get("kind", "ok")) in _REQUEST_KINDS) != request_level:
+        if request_level is not None and _request_level(rule) != request_level:
             continue
         if rule.get("match") is None or rule["match"] in text:
             if rule.get("times"):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from collections import Counter
 
+import pytest
+
 from tests.ai.conftest import PRIMARY_CONN
 from tests.ai.seeding import exception_rows, seed_exceptions
 from tests.ai.workers import Worker, preload
@@ -13,8 +15,11 @@ BATCH = 10
 PARAMS = dict(model=PRIMARY_CONN, batch_size=BATCH, max_concurrency=2, call_timeout=20.0, min_confidence=0.5)
 
 
-def test_a_killed_step_resumes_and_repeats_calls_only_for_the_chunk_in_flight(ledger, llm):
+@pytest.mark.parametrize("per_call", [1, 5], ids=["one item per request", "five items per request"])
+def test_a_killed_step_resumes_and_repeats_calls_only_for_the_chunk_in_flight(ledger, llm, per_call):
     preload()
+    params = {**PARAMS, "items_per_call": per_call}
+    requests_per_chunk = BATCH // per_call
     rows = sorted(exception_rows(60), key=lambda r: r["exception_id"])
     ids = seed_exceptions(ledger, "r1", rows)
     chunks = [[r["exception_id"] for r in rows[n : n + BATCH]] for n in range(0, 60, BATCH)]
@@ -22,9 +27,13 @@ def test_a_killed_step_resumes_and_repeats_calls_only_for_the_chunk_in_flight(le
     # its other nine items answered but not yet committed.
     llm.configure(latency=0.05, rules=[{"match": chunks[2][0], "latency": 15, "times": 1}])
 
-    worker = Worker("r1", try_number=1, **PARAMS).start()
+    worker = Worker("r1", try_number=1, **params).start()
     deadline = time.monotonic() + 90
-    while llm.stats()["calls"] < 3 * BATCH:
+    def waiting() -> int:
+        return len(ledger.item_ids(workflow="supplier_exceptions", run_id="r1", status="validated"))
+
+    # Kill once the third chunk is sent and the first two are committed (commits run in a thread).
+    while llm.stats()["calls"] < 3 * requests_per_chunk or waiting() > 60 - 2 * BATCH:
         assert time.monotonic() < deadline and worker.process.is_alive(), "the step never got going"
         time.sleep(0.02)
     worker.kill()
@@ -32,7 +41,7 @@ def test_a_killed_step_resumes_and_repeats_calls_only_for_the_chunk_in_flight(le
     left = ledger.item_ids(workflow="supplier_exceptions", run_id="r1", status="validated")
     assert len(left) == 60 - 2 * BATCH  # two chunks committed before the kill, the third was in flight
 
-    outcome, summary = Worker("r1", try_number=2, **PARAMS).start().result()
+    outcome, summary = Worker("r1", try_number=2, **params).start().result()
 
     assert outcome == "success"
     assert summary["items"] == len(left)  # the retry saw only the unfinished items
@@ -44,9 +53,9 @@ def test_a_killed_step_resumes_and_repeats_calls_only_for_the_chunk_in_flight(le
         assert moves[0].actor == ("ai_tests.classify#2" if item_id in left else "ai_tests.classify#1")
 
     prompts = llm.stats()["prompts"]
-    sent = Counter(next(key for chunk in chunks for key in chunk if key in p) for p in prompts)
+    sent = Counter(key for p in prompts for chunk in chunks for key in chunk if key in p)
     repeated = sorted(key for key, n in sent.items() if n > 1)
     assert repeated == sorted(chunks[2])  # calls repeated for the chunk in flight, and only for it
     assert max(sent.values()) == 2
-    assert len(prompts) == 60 + BATCH
-    assert summary["calls"] == 40 and summary["cache_hits"] == 0
+    assert len(prompts) == (60 + BATCH) // per_call
+    assert summary["calls"] == 40 // per_call and summary["cache_hits"] == 0

@@ -8,20 +8,13 @@ finds: with 2M items that took 10-20 s per 10k ids. The move must look each id u
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from conveyor.ledger import NewItem
 from conveyor.ledger.store import _move_statement
 
+from tests.support.plans import plan_nodes
+
 WF = "supplier_exceptions"
-
-
-def _nested_loops(node: dict[str, Any]) -> list[dict[str, Any]]:
-    found = [node] if node.get("Node Type") == "Nested Loop" else []
-    for child in node.get("Plans", ()):
-        found += _nested_loops(child)
-    return found
 
 
 @pytest.mark.parametrize("from_one", [True, False], ids=["from one status", "from several statuses"])
@@ -49,7 +42,7 @@ def test_a_move_looks_its_ids_up_by_key_when_statistics_say_no_item_is_in_its_st
     with ledger.connect() as conn:
         (plan,) = conn.execute("EXPLAIN (FORMAT JSON) " + _move_statement([], from_one=from_one), params).fetchone()
 
-    loops = _nested_loops(plan[0]["Plan"])
+    loops = [node for node in plan_nodes(plan[0]["Plan"]) if node["Node Type"] == "Nested Loop"]
     assert loops, "the ids are joined to the items by a nested loop of key lookups"
     for loop in loops:
         outer, inner = loop["Plans"]

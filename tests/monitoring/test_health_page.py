@@ -12,17 +12,7 @@ from fastapi import FastAPI
 
 from tests.monitoring.conftest import MARKUP_SOURCE
 from tests.monitoring.servers import free_port
-
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+from tests.support.browser import chromium_page
 
 
 @pytest.fixture
@@ -49,57 +39,50 @@ def served(recent) -> Iterator[str]:
 
 @pytest.mark.browser
 def test_health_page_draws_every_chart_with_data(served, recent, tmp_path):
-    from playwright.sync_api import sync_playwright
+    with chromium_page(1280, 1500) as page:
+        problems: list[str] = []
+        page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
+        page.on("console", lambda msg: problems.append(msg.text) if msg.type == "error" else None)
 
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 1500})
-            problems: list[str] = []
-            page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
-            page.on("console", lambda msg: problems.append(msg.text) if msg.type == "error" else None)
+        page.goto(f"{served}/health?workflow=wf_queue")
+        page.wait_for_selector("body[data-state=ready]", timeout=30_000)
 
-            page.goto(f"{served}/health?workflow=wf_queue")
-            page.wait_for_selector("body[data-state=ready]", timeout=30_000)
+        # Seven days in 6 h buckets: 28 bars of completions, every bucket has a queue size.
+        assert page.get_attribute("#chart-throughput", "data-points") == "28"
+        assert page.get_attribute("#chart-queue", "data-points") == "28"
+        assert int(page.get_attribute("#chart-exceptions", "data-points")) >= 27
+        assert (
+            int(page.get_attribute("#chart-cycle", "data-points")) > 28
+        )  # stacked stages + the p95 line
+        assert int(page.get_attribute("#chart-age", "data-points")) > 0
+        assert page.locator("#chart-cycle g[data-series='review (mean)'] rect").count() > 0
+        assert page.locator("#chart-cycle g[data-series='p95 total'] path").count() == 1
 
-            # Seven days in 6 h buckets: 28 bars of completions, every bucket has a queue size.
-            assert page.get_attribute("#chart-throughput", "data-points") == "28"
-            assert page.get_attribute("#chart-queue", "data-points") == "28"
-            assert int(page.get_attribute("#chart-exceptions", "data-points")) >= 27
-            assert (
-                int(page.get_attribute("#chart-cycle", "data-points")) > 28
-            )  # stacked stages + the p95 line
-            assert int(page.get_attribute("#chart-age", "data-points")) > 0
-            assert page.locator("#chart-cycle g[data-series='review (mean)'] rect").count() > 0
-            assert page.locator("#chart-cycle g[data-series='p95 total'] path").count() == 1
+        cards = page.inner_text("#cards")
+        assert "Throughput, last 24 h" in cards and "Review queue" in cards and "waiting" in cards
+        runs = page.locator("#runs tr")
+        assert runs.count() >= 8  # header + 8 daily runs + the manual one
+        assert "manual__markup" in page.inner_text("#runs")
+        assert "bottleneck: review" in page.inner_text("#alerts")
+        assert page.locator("#workflow option").all_inner_texts() == ["supplier_exceptions", "wf_queue"]
 
-            cards = page.inner_text("#cards")
-            assert "Throughput, last 24 h" in cards and "Review queue" in cards and "waiting" in cards
-            runs = page.locator("#runs tr")
-            assert runs.count() >= 8  # header + 8 daily runs + the manual one
-            assert "manual__markup" in page.inner_text("#runs")
-            assert "bottleneck: review" in page.inner_text("#alerts")
-            assert page.locator("#workflow option").all_inner_texts() == ["supplier_exceptions", "wf_queue"]
+        # Item data is text, never markup.
+        first_source = page.locator("#sources tr").nth(1).locator("td").first
+        assert first_source.inner_text() == MARKUP_SOURCE
+        assert page.locator("#sources img").count() == 0 and page.title() != "pwned"
 
-            # Item data is text, never markup.
-            first_source = page.locator("#sources tr").nth(1).locator("td").first
-            assert first_source.inner_text() == MARKUP_SOURCE
-            assert page.locator("#sources img").count() == 0 and page.title() != "pwned"
+        page.screenshot(path=str(tmp_path / "health-wf_queue.png"), full_page=True)
 
-            page.screenshot(path=str(tmp_path / "health-wf_queue.png"), full_page=True)
-
-            # Another period re-draws with hourly buckets.
-            page.select_option("#days", "2")
-            # (selectors, not wait_for_function: the page's CSP forbids evaluating strings, rightly)
-            page.wait_for_selector("#chart-throughput[data-points='48']")
-            page.wait_for_selector("body[data-state=ready]")
-            page.select_option("#workflow", "supplier_exceptions")
-            page.wait_for_selector("#status:has-text('supplier_exceptions as of')")
-            assert page.get_attribute("#chart-throughput", "data-points") == "48"
-            page.screenshot(path=str(tmp_path / "health-supplier_exceptions.png"), full_page=True)
-            assert problems == []
-        finally:
-            browser.close()
+        # Another period re-draws with hourly buckets.
+        page.select_option("#days", "2")
+        # (selectors, not wait_for_function: the page's CSP forbids evaluating strings, rightly)
+        page.wait_for_selector("#chart-throughput[data-points='48']")
+        page.wait_for_selector("body[data-state=ready]")
+        page.select_option("#workflow", "supplier_exceptions")
+        page.wait_for_selector("#status:has-text('supplier_exceptions as of')")
+        assert page.get_attribute("#chart-throughput", "data-points") == "48"
+        page.screenshot(path=str(tmp_path / "health-supplier_exceptions.png"), full_page=True)
+        assert problems == []
 
     shot = tmp_path / "health-wf_queue.png"
     assert shot.stat().st_size > 20_000

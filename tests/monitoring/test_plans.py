@@ -8,22 +8,14 @@ range scan, and each completed item's history a lookup by its id).
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 from conveyor.ledger.statuses import get_workflow
 from conveyor.monitoring import metrics
 
+from tests.support.plans import plan_nodes
+
 WF = "supplier_exceptions"
-
-
-def _scans(node: dict[str, Any]) -> list[tuple[str, str | None, str | None]]:
-    found = []
-    if "Scan" in node["Node Type"]:
-        found.append((node["Node Type"], node.get("Relation Name"), node.get("Index Name")))
-    for child in node.get("Plans", ()):
-        found += _scans(child)
-    return found
 
 
 @pytest.mark.parametrize("query", ["cycle", "exceptions", "sources"])
@@ -62,6 +54,10 @@ def test_the_windows_and_the_histories_are_read_by_index_never_the_whole_log(led
     with ledger.connect() as conn:
         (plan,) = conn.execute("EXPLAIN (FORMAT JSON) " + sql[query], params).fetchone()
 
-    scans = _scans(plan[0]["Plan"])
+    scans = [
+        (node["Node Type"], node.get("Relation Name"), node.get("Index Name"))
+        for node in plan_nodes(plan[0]["Plan"])
+        if "Scan" in node["Node Type"]
+    ]
     assert [s for s in scans if s[1] == "transitions" and s[0] == "Seq Scan"] == [], scans
     assert ("Index Scan", "transitions", "transitions_workflow_to_at") in scans

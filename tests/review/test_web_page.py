@@ -3,46 +3,24 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from conveyor.quickstart.api_server import ApiServer
 
 from tests.review.conftest import route_to_review
 from tests.support.api import USERS
+from tests.support.browser import chromium_page
 
 WF = "supplier_exceptions"
 SCRIPT = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 pytestmark = pytest.mark.browser
 
 
 @pytest.fixture
 def browser_page():
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"the browser test needs Debian's chromium at {CHROMIUM}")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        try:
-            context = browser.new_context(viewport={"width": 1500, "height": 1000})
-            page = context.new_page()
-            page.set_default_timeout(30_000)
-            yield page
-        finally:
-            browser.close()
+    with chromium_page(1500, 1000) as page:
+        yield page
 
 
 def test_reviewer_approves_an_item_from_the_page_in_the_airflow_ui(

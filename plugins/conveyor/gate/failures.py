@@ -69,15 +69,20 @@ def show(value: Any) -> str:
     return repr(value)
 
 
+def is_missing(value: Any) -> bool:
+    """None, or a NaN / NaT (the only values unequal to themselves) as pandas reads an empty cell."""
+    if value is None:
+        return True
+    try:
+        return bool(value != value)
+    except (TypeError, ValueError):
+        return False
+
+
 def safe_value(value: Any) -> Any:
     """The value kept in the JSON of a finding: JSON-friendly, at most a few hundred characters."""
-    if value is None:
+    if is_missing(value):
         return None
-    try:
-        if value != value:
-            return None
-    except (TypeError, ValueError):
-        pass
     if hasattr(value, "isoformat"):
         return value.isoformat()
     if hasattr(value, "item"):

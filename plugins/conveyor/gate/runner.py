@@ -35,7 +35,7 @@ from conveyor.gate.columns import (
     typed_frame,
 )
 from conveyor.gate.errors import BatchRejected, InputChanged
-from conveyor.gate.failures import RowFailure, error_text, reason_for, safe_value, show
+from conveyor.gate.failures import RowFailure, error_text, is_missing, reason_for, safe_value, show
 from conveyor.gate.readers import DEFAULT_CHUNK_SIZE, Chunk, SourceReader, reader_for
 from conveyor.gate.results import GateResultStore, GateSummary, ResultRow
 from conveyor.gate.suites import GateSuite, load_suite
@@ -796,13 +796,8 @@ def _trim(payload: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _plain(value: Any) -> Any:
-    if value is None:
+    if is_missing(value):
         return None
-    try:
-        if value != value:
-            return None
-    except (TypeError, ValueError):
-        pass
     return value.item() if hasattr(value, "item") else value
 
 

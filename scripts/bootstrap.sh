@@ -36,10 +36,9 @@ bootstrap() {
   if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
     echo "==> installing Conveyor and its pinned dependencies (constraints.txt)"
     "$VENV/bin/uv" pip install --python "$VENV/bin/python" --quiet \
-      -c "$ROOT/constraints.txt" -e "$ROOT[test,celery]"
-    # The editable build leaves package metadata in plugins/; Airflow puts plugins/ on sys.path and
-    # would then see the plugin's entry point twice.
-    rm -rf "$ROOT"/plugins/*.egg-info
+      -c "$ROOT/constraints.txt" -e "$ROOT[test]"
+    # The editable build leaves package metadata in src/; nothing reads it there.
+    rm -rf "$ROOT"/src/*.egg-info
     echo "$wanted" >"$stamp"
   fi
   export PATH="$VENV/bin:$PATH"

@@ -46,10 +46,11 @@ os.environ.update(
         ),
         "AIRFLOW_CONN_CONVEYOR_LEDGER": postgres.airflow_conn_uri_for(LEDGER_DB),
         "CONVEYOR_HOME": str(_TMP / "conveyor"),
-        "CONVEYOR_INCLUDE": str(REPO / "include"),
+        "AIRFLOW__CONVEYOR__INCLUDE_FOLDER": str(REPO / "include"),
     }
 )
-os.environ.pop("CONVEYOR_LEDGER_DSN", None)
+for _name in ("CONVEYOR_LEDGER_DSN", "AIRFLOW__CONVEYOR__STORAGE_BASE", "AIRFLOW__CONVEYOR__STORAGE_CONN_ID"):
+    os.environ.pop(_name, None)
 
 
 @pytest.fixture(scope="session")
@@ -75,15 +76,21 @@ def truncate_ledger(dsn: str) -> None:
         ]
         if tables:
             conn.execute("TRUNCATE " + ", ".join(f"conveyor.{t}" for t in tables) + " RESTART IDENTITY")
+        # The invoice example's stand-in ERP lives in the same database.
+        conn.execute("DROP SCHEMA IF EXISTS example_erp CASCADE")
 
 
 @pytest.fixture
 def ledger(ledger_dsn: str):
-    """The session's ledger, emptied for this test."""
-    from conveyor.ledger import Ledger
+    """The session's ledger, emptied for this test, with the test workflows declared."""
+    from conveyor.ledger import Ledger, workflows
+    from tests.support.workflows import declare_all
 
     truncate_ledger(ledger_dsn)
-    return Ledger(ledger_dsn)
+    workflows.forget()
+    ledger = Ledger(ledger_dsn)
+    declare_all(ledger)
+    return ledger
 
 
 @pytest.fixture
@@ -124,7 +131,6 @@ def _api_server_process(request: pytest.FixtureRequest, tmp_path_factory: pytest
         yield None
         return
     from conveyor.quickstart.api_server import ApiServerProcess
-
     from tests.support.api import USERS
 
     request.getfixturevalue("airflow_db")

@@ -13,7 +13,9 @@ What it writes (see ``include/README.md`` for the contracts):
 * ``supplier_exceptions/malformed/``: one file per way a feed goes wrong;
 * ``invoices/inbox/``: 60 invoices, 20 each as ``.txt``, ``.json`` and ``.csv``;
   ``invoices/vendors.csv``; ``invoices/malformed/`` (invoices whose fields fail validation);
-  ``invoices/expected_fields.jsonl`` (the fields an extraction step should find in each file).
+  ``invoices/expected_fields.jsonl`` (the fields an extraction step should find in each file);
+* ``inspection_notes/notes.csv``: a day of field inspection notes (three planted bad rows), and
+  ``inspection_notes/training.csv``: labelled notes (``text,label``) the offline risk model learns.
 
 The 10 MB-field variant is not committed (the repository keeps ``include/data`` small): tests and
 benchmarks write it with :func:`write_huge_field` or :func:`write_supplier_rows`.
@@ -623,7 +625,88 @@ def build() -> dict[Path, bytes]:
     files[inv / "expected_fields.jsonl"] = "".join(
         json.dumps(e, ensure_ascii=False, sort_keys=True) + "\n" for e in expected
     ).encode()
+
+    ins = Path("inspection_notes")
+    files[ins / "notes.csv"] = csv_text(inspection_notes(), INSPECTION_COLUMNS).encode()
+    files[ins / "training.csv"] = csv_text(inspection_training(), ["text", "label"]).encode()
     return files
+
+
+# -- field inspection notes ---------------------------------------------------------------------
+
+INSPECTION_COLUMNS = ["inspection_id", "site_id", "site_name", "inspector", "inspected_on", "note"]
+INSPECTION_SITES = [
+    ("SITE-011", "Hafen Nord pumping station"), ("SITE-014", "Riverside substation"),
+    ("SITE-023", "Kesselhaus West"), ("SITE-027", "Tank farm B"), ("SITE-031", "Logistics yard 4"),
+    ("SITE-038", "Water treatment plant Ost"), ("SITE-042", "Compressor hall 2"), ("SITE-055", "Wind park Sued"),
+]
+INSPECTORS = ["A. Keller", "M. Novak", "J. Brandt", "S. Ivanova", "T. Okafor", "L. Moreau"]
+#: risk -> findings an inspector writes; a note is one or two of them plus where it was seen.
+FINDINGS = {
+    "high": [
+        "corroded anchor bolts at the tower base, two of eight bolts loose",
+        "gas smell near valve {n}, detector reading above the alarm limit",
+        "guard rail missing on platform level {n}, fall hazard",
+        "crack in the weld seam of pressure vessel {n}",
+        "fire exit blocked by pallets and the extinguisher seal broken",
+        "exposed live cable in junction box {n}, cover missing",
+        "hydraulic oil leaking from press {n} onto the walkway",
+        "lifting sling frayed and still in use on crane {n}",
+    ],
+    "medium": [
+        "surface rust on the handrails of stair {n}",
+        "emergency lighting battery at {n} percent, below the service level",
+        "labels missing on three drums in chemical store {n}",
+        "drain {n} partly blocked, standing water after rain",
+        "first-aid kit incomplete, burn gel expired",
+        "fence panel {n} bent, gap of about a hand",
+        "vibration on pump {n} higher than last quarter",
+        "eyewash station {n} not flushed this month",
+    ],
+    "low": [
+        "routine round, all checks passed",
+        "housekeeping good, some litter near gate {n}",
+        "safety signage faded but legible",
+        "all extinguishers present and tagged",
+        "walkways clear and dry",
+        "logbook complete and signed",
+        "lighting working in all bays",
+        "no findings at panel {n}",
+    ],
+}
+
+
+def _note(rng: random.Random, risk: str) -> str:
+    picks = rng.sample(FINDINGS[risk], 2 if rng.random() < 0.4 else 1)
+    text = "; ".join(p.format(n=rng.randint(2, 19)) for p in picks)
+    return text[0].upper() + text[1:] + "."
+
+
+def inspection_training(*, seed: int = SEED + 5) -> list[dict[str, str]]:
+    """Labelled notes for the offline risk model: 60 per risk level."""
+    rng = random.Random(seed)
+    return [{"text": _note(rng, risk), "label": risk} for risk in ("high", "medium", "low") for _ in range(60)]
+
+
+def inspection_notes(count: int = 60, *, seed: int = SEED + 6) -> list[dict[str, str]]:
+    """A day of inspection notes, newest on REFERENCE_DATE; the last three rows are planted bad ones."""
+    rng = random.Random(seed)
+    rows = []
+    for n in range(1, count + 1):
+        site_id, site_name = rng.choice(INSPECTION_SITES)
+        risk = rng.choices(["low", "medium", "high"], weights=[5, 3, 2])[0]
+        note = _note(rng, risk)
+        if n % 9 == 0:  # an inspector mixing an all-clear with a finding: doubtful, for a person
+            note = f"{_note(rng, 'low')[:-1]}, but {_note(rng, 'medium').lower()}"
+        rows.append({
+            "inspection_id": f"INS-{REFERENCE_DATE:%Y}-{n:05d}", "site_id": site_id, "site_name": site_name,
+            "inspector": rng.choice(INSPECTORS), "inspected_on": (REFERENCE_DATE - timedelta(days=n % 2)).isoformat(),
+            "note": note,
+        })
+    rows[-3]["note"] = ""  # nothing to summarize
+    rows[-2]["site_id"] = "SITE-9"  # not a site id
+    rows[-1]["inspected_on"] = (REFERENCE_DATE + timedelta(days=40)).isoformat()  # in the future
+    return rows
 
 
 def _typed_supplier_row(row: dict[str, str]) -> dict:

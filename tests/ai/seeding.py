@@ -8,6 +8,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from conveyor_examples.supplier_exceptions import ExceptionClassification
+
 from conveyor.ledger import Ledger, NewItem
 
 REPO = Path(__file__).resolve().parents[2]
@@ -15,6 +17,10 @@ DATA = REPO / "include" / "data"
 EXTRACT = DATA / "supplier_exceptions" / "extract.csv"
 LABELS = DATA / "supplier_exceptions" / "extract_labels.csv"
 INBOX = DATA / "invoices" / "inbox"
+#: the categories the supplier example's schema allows
+SUPPLIER_CATEGORIES: tuple[str, ...] = tuple(
+    ExceptionClassification.model_json_schema()["properties"]["category"]["enum"]
+)
 MALFORMED_INVOICES = DATA / "invoices" / "malformed"
 
 
@@ -38,12 +44,10 @@ def seed(
     status: str = "validated",
 ) -> list[str]:
     """Receive (key, payload) items and walk them to ``status`` along the workflow's chain."""
-    from conveyor.ledger.statuses import get_workflow
-
     items = [NewItem(key, dict(payload)) for key, payload in payloads]
     ledger.receive(workflow, run_id, items, actor="test:seed")
     ids = [f"{workflow}:{i.business_key}" for i in items]
-    chain = [s.value for s in get_workflow(workflow).chain]
+    chain = list(ledger.workflow(workflow).chain)
     for previous, step in zip(chain, chain[1:], strict=False):
         if previous == status:
             break

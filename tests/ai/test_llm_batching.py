@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 
 import pytest
+
 from conveyor.ai.errors import AIStepFailed
 from conveyor.ai.runner import run_step
-
 from tests.ai.llm_server import LLMServer
 from tests.ai.seeding import exception_rows, seed_exceptions
 from tests.ai.test_llm_step import config, item
@@ -91,8 +91,10 @@ def test_a_batch_the_endpoint_keeps_failing_waits_for_the_task_retry_without_sin
 
 
 def test_each_item_of_a_batch_is_cached_under_its_own_input(ledger, llm: LLMServer):
+    from conveyor_examples.supplier_exceptions import CLASSIFY_EXCEPTION
+
     from conveyor.ai.cache import ResultCache
-    from conveyor.ai.definitions import CLASSIFY_EXCEPTION, ItemView
+    from conveyor.ai.definitions import ItemView
 
     rows = exception_rows(6)
     seed_exceptions(ledger, "r1", rows)

@@ -7,14 +7,15 @@ import math
 import time
 
 import pytest
-from conveyor.ai.definitions import CLASSIFY_EXCEPTION, EXTRACT_INVOICE_FIELDS, AITask
+from conveyor_examples.invoices import EXTRACT_FIELDS as EXTRACT_INVOICE_FIELDS
+from conveyor_examples.supplier_exceptions import CLASSIFY_EXCEPTION
+
+from conveyor.ai.definitions import AITask
 from conveyor.ai.errors import AIStepFailed
 from conveyor.ai.retries import RetryPolicy
 from conveyor.ai.runner import StepConfig, run_step
-from conveyor.ai.schemas import SUPPLIER_CATEGORIES
-
 from tests.ai.conftest import BACKUP_CONN, PRIMARY_CONN
-from tests.ai.seeding import INBOX, exception_rows, invoice_payload, seed, seed_exceptions
+from tests.ai.seeding import INBOX, SUPPLIER_CATEGORIES, exception_rows, invoice_payload, seed, seed_exceptions
 
 FAST_RETRY = RetryPolicy(max_attempts=3, backoff_base=0.05, backoff_max=0.2, max_retry_after=5)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from conveyor_examples.supplier_exceptions import CLASSIFY_EXCEPTION
 
 from tests.ai.conftest import PRIMARY_CONN
 from tests.ai.seeding import context, exception_rows, seed_exceptions
@@ -10,10 +11,11 @@ from tests.ai.seeding import context, exception_rows, seed_exceptions
 
 def test_an_empty_run_fails_without_retries_and_an_open_breaker_fails_for_the_retry(ledger, llm):
     from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
     from conveyor.ai.operators import AIStepOperator
 
     empty = AIStepOperator(
-        task_id="classify", workflow="supplier_exceptions", ai_task="classify_exception", run_id="nothing"
+        task_id="classify", workflow="supplier_exceptions", ai_task=CLASSIFY_EXCEPTION, run_id="nothing"
     )
     with pytest.raises(AirflowFailException, match="has no items in the ledger at all"):
         empty.execute(context("nothing"))
@@ -23,7 +25,7 @@ def test_an_empty_run_fails_without_retries_and_an_open_breaker_fails_for_the_re
     broken = AIStepOperator(
         task_id="classify",
         workflow="supplier_exceptions",
-        ai_task="classify_exception",
+        ai_task=CLASSIFY_EXCEPTION,
         run_id="r1",
         model=PRIMARY_CONN,
         fallback_model="None",  # what "{{ params.fallback }}" renders for a missing value: no fallback
@@ -38,6 +40,7 @@ def test_an_empty_run_fails_without_retries_and_an_open_breaker_fails_for_the_re
 
 def test_items_per_call_comes_from_a_rendered_template_and_a_bad_value_fails_without_retries(ledger, llm):
     from airflow.sdk.exceptions import AirflowFailException
+
     from conveyor.ai.operators import AIStepOperator
 
     seed_exceptions(ledger, "r1", exception_rows(4))
@@ -46,7 +49,7 @@ def test_items_per_call_comes_from_a_rendered_template_and_a_bad_value_fails_wit
         return AIStepOperator(
             task_id="classify",
             workflow="supplier_exceptions",
-            ai_task="classify_exception",
+            ai_task=CLASSIFY_EXCEPTION,
             run_id="r1",
             model=PRIMARY_CONN,
             items_per_call=items_per_call,  # what "{{ var.value.get(...) }}" renders: a string
@@ -61,12 +64,13 @@ def test_items_per_call_comes_from_a_rendered_template_and_a_bad_value_fails_wit
 
 
 def test_declared_task_and_fields_are_checked_before_anything_runs(ledger):
-    from conveyor.ai.definitions import CLASSIFY_SPEND, get_ai_task
+    from conveyor_examples.invoices import CLASSIFY_SPEND
+
+    from conveyor.ai.definitions import get_ai_task, register_ai_task
     from conveyor.ai.operators import AIStepOperator
     from conveyor.ai.runner import AIStepRunner, StepConfig
 
     assert AIStepOperator.template_fields == (
-        "workflow",
         "run_id",
         "model",
         "fallback_model",
@@ -74,9 +78,8 @@ def test_declared_task_and_fields_are_checked_before_anything_runs(ledger):
         "to_status",
         "items_per_call",
     )
-    with pytest.raises(
-        ValueError, match="unknown AI task 'summarise'; known: classify_exception, classify_spend"
-    ):
+    register_ai_task(CLASSIFY_EXCEPTION)
+    with pytest.raises(ValueError, match="unknown AI task 'summarise'; registered: classify_exception"):
         get_ai_task("summarise")
     with pytest.raises(ValueError, match="does not allow 'validated' -> 'published'"):
         AIStepRunner(
@@ -89,7 +92,7 @@ def test_declared_task_and_fields_are_checked_before_anything_runs(ledger):
                 to_status="published",
             ),
         )
-    with pytest.raises(ValueError, match="unknown local model 'gpt-local'"):
+    with pytest.raises(ValueError, match="cannot import model 'no_such_module:GptLocal'"):
         AIStepRunner(
             ledger,
             StepConfig(
@@ -97,7 +100,7 @@ def test_declared_task_and_fields_are_checked_before_anything_runs(ledger):
                 run_id="r",
                 task=CLASSIFY_SPEND,
                 actor="t",
-                model="local:gpt-local",
+                model="no_such_module:GptLocal",
             ),
         )
     with pytest.raises(ValueError, match="min_confidence must be between 0 and 1"):
@@ -108,20 +111,20 @@ def test_declared_task_and_fields_are_checked_before_anything_runs(ledger):
 
 def test_without_docs_the_operator_declares_its_recovery_strategies_for_the_lint():
     from conveyor.ai.operators import AIStepOperator
-    from conveyor.recovery import Recovery, declared
+    from conveyor.recovery_doc import Recovery, declared
 
-    plain = AIStepOperator(task_id="a", workflow="supplier_exceptions", ai_task="classify_exception")
+    plain = AIStepOperator(task_id="a", workflow="supplier_exceptions", ai_task=CLASSIFY_EXCEPTION)
     backed = AIStepOperator(
         task_id="b",
         workflow="supplier_exceptions",
-        ai_task="classify_exception",
+        ai_task=CLASSIFY_EXCEPTION,
         model=PRIMARY_CONN,
         fallback_model="local",
     )
     own = AIStepOperator(
         task_id="c",
         workflow="supplier_exceptions",
-        ai_task="classify_exception",
+        ai_task=CLASSIFY_EXCEPTION,
         doc_md="Recovery: manual intervention — a person reruns it",
     )
 

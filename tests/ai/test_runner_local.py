@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from conveyor.ai.definitions import CLASSIFY_EXCEPTION, CLASSIFY_SPEND, EXTRACT_INVOICE_FIELDS
+from conveyor_examples.invoices import CLASSIFY_SPEND
+from conveyor_examples.invoices import EXTRACT_FIELDS as EXTRACT_INVOICE_FIELDS
+from conveyor_examples.supplier_exceptions import CLASSIFY_EXCEPTION
+
 from conveyor.ai.errors import AIStepFailed
 from conveyor.ai.runner import StepConfig, run_step
-
 from tests.ai.seeding import (
     INBOX,
     MALFORMED_INVOICES,

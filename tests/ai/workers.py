@@ -13,13 +13,15 @@ FORK = mp.get_context("fork")
 
 
 def _run(queue: Any, run_id: str, try_number: int, params: dict[str, Any]) -> None:
+    from conveyor_examples.supplier_exceptions import CLASSIFY_EXCEPTION
+
     from conveyor.ai.operators import AIStepOperator
 
     try:
         operator = AIStepOperator(
             task_id="classify",
             workflow="supplier_exceptions",
-            ai_task="classify_exception",
+            ai_task=CLASSIFY_EXCEPTION,
             run_id=run_id,
             **params,
         )
@@ -64,6 +66,7 @@ class Worker:
 def preload() -> None:
     """Import the model stack once in the parent, so forked workers start in milliseconds."""
     import airflow.providers.common.ai.hooks.pydantic_ai  # noqa: F401
+    import pydantic_ai.direct  # noqa: F401
+
     import conveyor.ai.models.llm  # noqa: F401
     import conveyor.ai.operators  # noqa: F401
-    import pydantic_ai.direct  # noqa: F401

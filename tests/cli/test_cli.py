@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from conveyor.ledger import NewItem
 
 WF = "supplier_exceptions"
@@ -83,9 +84,11 @@ def test_unknown_item_exits_3(seeded):
 
 
 def test_bad_filter_exits_2_with_the_valid_statuses(seeded):
-    result = run("items", "--status", "finished", dsn=seeded)
+    result = run("items", "--workflow", WF, "--status", "finished", dsn=seeded)
     assert result.returncode == 2
-    assert "unknown status 'finished'" in result.stderr and "pending_review" in result.stderr
+    assert f"'finished' is not a status of workflow '{WF}'" in result.stderr and "pending_review" in result.stderr
+    result = run("items", "--status", "Finished!", dsn=seeded)
+    assert result.returncode == 2 and "invalid status name 'Finished!'" in result.stderr
     assert run("items", "--limit", "0", dsn=seeded).returncode == 2
 
 

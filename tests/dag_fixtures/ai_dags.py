@@ -10,6 +10,8 @@ from datetime import timedelta
 
 import pendulum
 from airflow.sdk import DAG, Param, task
+from conveyor_examples.supplier_exceptions import CLASSIFY_EXCEPTION
+
 from conveyor.ai.operators import AIStepOperator
 
 START = pendulum.datetime(2026, 1, 1, tz="UTC")
@@ -58,7 +60,7 @@ with DAG(
     receive_and_validate(rows="{{ params.rows }}") >> AIStepOperator(
         task_id="classify_exceptions",
         workflow="supplier_exceptions",
-        ai_task="classify_exception",
+        ai_task=CLASSIFY_EXCEPTION,
         model="{{ params.model }}",
         fallback_model="local",
         min_confidence=0.7,

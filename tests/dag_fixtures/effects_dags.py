@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pendulum
 from airflow.sdk import DAG, Param, task
-from conveyor.effects.operators import ArchiveOperator, PaymentOperator, PublishReportOperator
-from conveyor.routing.operators import ApprovalRoutingOperator
+from conveyor_examples.invoices import PayInvoicesOperator
+
+from conveyor import ApprovalRoutingOperator, ArchiveOperator, EffectOutcome, ItemEffectOperator, PublishOperator
 
 START = pendulum.datetime(2026, 1, 1, tz="UTC")
 
@@ -15,7 +16,7 @@ with DAG(
     start_date=START,
     params={
         "drafts": Param(["Truck three days late.", "Twelve cartons short."], type="array"),
-        "output_dir": Param("", type="string"),
+        "output_folder": Param("", type="string"),
     },
 ) as publish_dag:
 
@@ -57,12 +58,14 @@ with DAG(
         )
         ledger.transition("supplier_exceptions", ids, to_status="approved", from_status="ai_processed", actor="seed")
 
-    seed_approved() >> PublishReportOperator(
+    seed_approved() >> PublishOperator(
         task_id="publish_report",
         workflow="supplier_exceptions",
-        title="Supplier exceptions",
+        templates=["templates/report.md.j2"],  # next to this DAG file
+        title="Supplier exceptions {{ dag_run.run_after | ds }}",
         recipients=["procurement@example.com"],
-        output_dir="{{ params.output_dir }}",
+        required_fields=["ai_result.draft"],
+        output_folder="{{ params.output_folder or None }}",
     )
 
 
@@ -112,6 +115,45 @@ with DAG(
         threshold="{{ var.value.get('conveyor_invoice_approval_threshold', 5000) }}",
         min_confidence=0.8,
     )
-    pay = PaymentOperator(task_id="pay", workflow="invoice_processing")
-    archive = ArchiveOperator(task_id="archive", workflow="invoice_processing", archive_dir="{{ params.archive }}")
+    pay = PayInvoicesOperator(task_id="pay", workflow="invoice_processing", from_status="approved",
+                              to_status="paid")
+    archive = ArchiveOperator(task_id="archive", workflow="invoice_processing", from_status="paid",
+                              to_status="archived", archive_folder="{{ params.archive }}")
     seed_classified() >> route >> pay >> archive
+
+
+class NotifyOnce(ItemEffectOperator):
+    """A side effect of the tests' own: a row per item in a table, refused for items marked so."""
+
+    effect = "notify"
+
+    def apply(self, items, context):  # type: ignore[no-untyped-def]
+        from conveyor import Ledger
+
+        outcome = EffectOutcome()
+        with Ledger().connect() as conn:
+            conn.execute("CREATE TABLE IF NOT EXISTS public.notified (item_id text PRIMARY KEY, key text)")
+            for item in items:
+                if item.payload.get("refuse"):
+                    outcome.refused[item.item_id] = "the recipient refused it"
+                elif not item.payload.get("forget"):
+                    conn.execute("INSERT INTO public.notified VALUES (%s, %s)", (item.item_id, item.idempotency_key))
+                    outcome.done[item.item_id] = {"notified": True}
+        return outcome
+
+
+with DAG("effects_per_item", schedule=None, start_date=START, params={"items": Param([], type="array")}) as item_dag:
+
+    @task
+    def seed_approved_items(params=None, run_id=None):
+        from conveyor.ledger import Ledger, NewItem
+
+        ledger = Ledger()
+        wf = "supplier_exceptions"
+        ledger.receive(wf, run_id, [NewItem(i["key"], i) for i in params["items"]], actor="seed")
+        ids = [f"{wf}:{i['key']}" for i in params["items"]]
+        for before, after in (("received", "validated"), ("validated", "ai_processed"), ("ai_processed", "approved")):
+            ledger.transition(wf, ids, to_status=after, from_status=before, actor="seed")
+
+    seed_approved_items() >> NotifyOnce(task_id="notify", workflow="supplier_exceptions", from_status="approved",
+                                        to_status="published", retries=0)

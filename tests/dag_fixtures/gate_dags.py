@@ -13,6 +13,7 @@ from datetime import timedelta
 
 import pendulum
 from airflow.sdk import DAG, Param, task
+
 from conveyor.gate.operators import ValidationGateOperator
 
 START = pendulum.datetime(2026, 1, 1, tz="UTC")

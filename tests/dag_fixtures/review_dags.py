@@ -13,6 +13,7 @@ from datetime import timedelta
 
 import pendulum
 from airflow.sdk import DAG, task
+
 from conveyor.review.sensors import HumanReviewSensor
 
 WORKFLOW = "supplier_exceptions"

@@ -13,9 +13,9 @@ from typing import Any
 
 import pendulum
 import pytest
+
 from conveyor.quickstart.api_server import ApiServer
 from conveyor.quickstart.run import ScriptedReviewer, WorkflowRun, deadlines_left_to_the_scheduler, load_dag
-
 from tests.support.api import USERS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,6 +40,7 @@ class Mailbox:
 def mailbox(monkeypatch) -> Iterator[Mailbox]:
     """A real SMTP server on 127.0.0.1, configured as the alert route (connection + Variable)."""
     from aiosmtpd.controller import Controller
+
     from conveyor.quickstart.api_server import free_port
 
     box = Mailbox()

@@ -8,8 +8,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from conveyor.quickstart import sample_feeds
 
+from conveyor import storage_path
+from conveyor.quickstart import sample_feeds
 from tests.dags.conftest import task_states
 
 REPO = Path(__file__).resolve().parents[2]
@@ -19,7 +20,12 @@ WF = "supplier_exceptions"
 
 @pytest.fixture
 def todays_extract(tmp_path) -> Path:
-    return sample_feeds.supplier_extract(SAMPLE / "extract.csv", tmp_path, 1, datetime.now(UTC).date())
+    name, text = sample_feeds.csv_delivery(
+        SAMPLE / "extract.csv", key="exception_id", date_column="exception_date", delivery=1,
+        today=datetime.now(UTC).date(), plant=sample_feeds.plant_supplier_rows,
+    )
+    (tmp_path / name).write_text(text, encoding="utf-8")
+    return tmp_path / name
 
 
 def test_happy_path_publishes_one_report_and_a_rerun_changes_nothing(runner, ledger, todays_extract,
@@ -46,7 +52,8 @@ def test_happy_path_publishes_one_report_and_a_rerun_changes_nothing(runner, led
     assert reviewer.signoffs == 1
     assert reviewer.decisions.get("approve", 0) > 0, "the local model should send some drafts to review"
     [outbox] = ledger.effects("publish_report").values()
-    report = Path(outbox["result"]["path"]).read_text()
+    report = storage_path(outbox["result"]["files"][0]).read_text()
+    assert f"# Supplier exceptions {when:%Y-%m-%d}" in report
     assert report.count("\n## ") >= 10  # one section per supplier
     published = ledger.items(workflow=WF, run_id=run.run_id, status="published", limit=3)
     for item in published:
@@ -54,14 +61,15 @@ def test_happy_path_publishes_one_report_and_a_rerun_changes_nothing(runner, led
         assert [r.to_status for r in ledger.history(item.item_id)][-2:] == ["approved", "published"]
     assert mailbox.subjects == []  # nothing failed, nobody is alerted
     history = {i.item_id: len(ledger.history(i.item_id)) for i in ledger.items(workflow=WF, limit=None)}
-    report_mtime = Path(outbox["result"]["path"]).stat().st_mtime_ns
+    report_file = storage_path(outbox["result"]["files"][0])
+    report_mtime = report_file.stat().st_mtime
 
     # Clear every task of the finished run and run it again (same run id).
     again, _ = runner.run(WF, {"extract_path": str(todays_extract)}, when=when)
 
     assert again.state == "success" and again.run_id == run.run_id
     assert len(ledger.effects("publish_report")) == 1
-    assert Path(outbox["result"]["path"]).stat().st_mtime_ns == report_mtime
+    assert report_file.stat().st_mtime == report_mtime
     assert {i.item_id: len(ledger.history(i.item_id)) for i in ledger.items(workflow=WF, limit=None)} == history
 
 
@@ -90,10 +98,30 @@ def test_a_broken_feed_fails_at_the_gate_and_alerts_a_person(runner, ledger, mai
     assert message in batch["reason"]
     assert ledger.count_by_status(workflow=WF) == {}  # nothing was processed into garbage
     assert ledger.effects("publish_report") == {}
-    assert not list((tmp_path / "home").glob("output/**/report-*"))
+    assert not (tmp_path / "home" / "files" / "reports").exists()
     [subject] = mailbox.subjects
     assert "step 'validate' failed" in subject
     assert message in html.unescape(mailbox.bodies[0])
+
+
+def test_the_same_extract_delivered_again_fails_at_the_gate_naming_the_first_run(
+    runner, ledger, todays_extract, mailbox, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("CONVEYOR_HOME", str(tmp_path / "home"))
+    first, _ = runner.run(WF, {"extract_path": str(todays_extract)})
+    assert first.state == "success", task_states(first)
+
+    again, _ = runner.run(WF, {"extract_path": str(todays_extract)}, people=False,
+                          when=datetime.now(UTC).replace(microsecond=0) + timedelta(minutes=5))
+
+    states = task_states(again)
+    assert again.state == "failed" and states["validate"] == "failed"
+    assert states["classify_and_draft"] == "upstream_failed"
+    reason = ledger.get_batch(WF, again.run_id, "validate")["reason"]
+    assert f"was already gated in run {first.run_id!r}" in reason and "nothing new to process" in reason
+    assert ledger.count_by_status(workflow=WF, run_id=again.run_id) == {}
+    assert len(ledger.effects("publish_report")) == 1
+    assert any("step 'validate' failed" in s for s in mailbox.subjects)
 
 
 def test_review_timeout_proceeds_with_confident_drafts_only(runner, ledger, todays_extract, mailbox, tmp_path,
@@ -128,7 +156,8 @@ def test_deadline_alert_is_declared_and_its_callback_reaches_a_person(mailbox):
     dag = load_dag(WF, REPO / "dags")
     [alert] = dag.deadline if isinstance(dag.deadline, list) else [dag.deadline]
     assert alert.interval == timedelta(hours=2)
-    assert type(alert.reference).__name__ == "DagRunLogicalDateDeadline"
+    # Queued, not logical date: runs triggered over REST or the UI have no logical date.
+    assert type(alert.reference).__name__ == "DagRunQueuedAtDeadline"
     assert alert.callback.path == "conveyor.monitoring.task_alerts.deadline_missed"
 
     asyncio.run(deadline_missed(**alert.callback.kwargs))

@@ -5,7 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 SHIPPED_CONNECTIONS = {"conveyor_ledger", "conveyor_llm", "conveyor_smtp", "conveyor_alert_webhook"}
-SHIPPED_VARIABLES = {"conveyor_invoice_approval_threshold", "conveyor_alert_email"}
+SHIPPED_VARIABLES = {
+    "conveyor_invoice_approval_threshold",
+    "conveyor_alert_email",
+    "conveyor_supplier_extract",
+    "conveyor_invoice_inbox",
+    "conveyor_inspection_notes",
+}
 SHIPPED_POOLS = {"conveyor_llm"}
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from conveyor.deploy.admin_user import ensure_admin_user, main
 
 

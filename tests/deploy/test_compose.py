@@ -77,7 +77,7 @@ def test_every_airflow_service_runs_the_same_image_user_and_settings(compose):
     assert common["build"] == {"context": ".", "dockerfile": "Dockerfile"}
     for name in AIRFLOW_SERVICES:
         service = compose["services"][name]
-        assert service["image"] == common["image"] == "conveyor-airflow:0.1.0", name
+        assert service["image"] == common["image"] == "conveyor-airflow:0.2.0", name
         assert service["build"] == common["build"], name
         assert service["user"] == "50000:0", name
         env = service["environment"]
@@ -150,8 +150,12 @@ def test_project_folders_are_mounted_as_in_astro(compose):
             assert f"./{folder}:/opt/airflow/{folder}" in volumes, (name, folder)
             assert (REPO / folder).is_dir(), folder
         assert "./airflow_settings.yaml:/opt/airflow/airflow_settings.yaml:ro" in volumes, name
-    # plugins/ first on the path: the mounted package is the one that runs.
-    assert compose["x-airflow-common"]["environment"]["PYTHONPATH"] == "/opt/airflow/plugins"
+        # Every container sees the same files: the storage base is a volume they all mount.
+        assert "conveyor-files:/opt/airflow/conveyor-files" in volumes, name
+    env = compose["x-airflow-common"]["environment"]
+    # The installed package is the one that runs; nothing of it comes from a mounted folder.
+    assert "PYTHONPATH" not in env
+    assert env["AIRFLOW__CONVEYOR__STORAGE_BASE"] == "file:///opt/airflow/conveyor-files"  # with nothing set
     named = {v.split(":", 1)[0] for v in compose["x-airflow-common"]["volumes"] if not v.startswith(".")}
     assert named <= set(compose["volumes"])
 
@@ -254,7 +258,7 @@ def test_dockerfile_pins_airflow_and_installs_the_project_with_its_constraints()
     assert "-c constraints.txt" in install
     assert '"celery<5.7"' in install
     assert '"apache-airflow==3.3.2"' in install
-    assert '".[celery]"' in install
+    assert '".[celery,s3]"' in install
     # Not as root: the official image's rule.
     users = [line for line in lines if line.startswith("USER ")]
     assert users and users[-1] == "USER airflow"
@@ -288,7 +292,7 @@ def _dockerignored(path: str) -> bool:
 
 
 @pytest.mark.parametrize(
-    "ignored", [".venv", ".git", ".env", "tests", "plugins/conveyor.egg-info", "plugins/conveyor/__pycache__"]
+    "ignored", [".venv", ".git", ".env", "tests", "src/airflow_provider_conveyor.egg-info", "src/conveyor/__pycache__"]
 )
 def test_dockerignore_keeps_local_state_out_of_the_image(ignored):
     assert _dockerignored(ignored)
@@ -300,7 +304,7 @@ def test_dockerfile_copies_only_files_the_build_context_has():
         if line.startswith("COPY "):
             args = [arg for arg in line.split()[1:] if not arg.startswith("--")]
             sources += args[:-1]
-    assert "constraints.txt" in sources and "plugins/conveyor" in sources
+    assert "constraints.txt" in sources and "src" in sources
     assert [source for source in sources if _dockerignored(source)] == [], "excluded by .dockerignore"
     # Anything missing here makes `docker compose build` fail.
     assert [source for source in sources if not (REPO / source).exists()] == []

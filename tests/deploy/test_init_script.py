@@ -69,7 +69,7 @@ def test_init_script_sets_up_a_fresh_stack(compose, metadata, ledger_db_name, tm
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"admin user 'airflow' created in {passwords}" in result.stdout
     assert (
-        "airflow_settings.yaml: connections 4 (4 created), variables 2 (2 created), pools 1 (1 created)"
+        "airflow_settings.yaml: connections 4 (4 created), variables 5 (5 created), pools 1 (1 created)"
         in result.stdout
     )
     assert f"ledger database created: host=127.0.0.1 port=5432 dbname={ledger_db_name}" in result.stderr

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
+
 from conveyor.deploy.ledger_db import ensure_database, ledger_uri_from_airflow, main
 from conveyor.ledger.connection import airflow_uri_to_dsn
-
 from tests.support import postgres
 
 CONN_ID = "deploytest_ledger"

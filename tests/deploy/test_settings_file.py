@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conveyor.deploy.settings_file import SettingsFileError, read_settings_file, resolve_references
 
+from conveyor.deploy.settings_file import SettingsFileError, read_settings_file, resolve_references
 from tests.deploy.conftest import SETTINGS_FILE
 
 
@@ -34,6 +34,9 @@ def test_shipped_file_declares_the_items_the_dags_use():
     assert {var.key: var.value for var in settings.variables} == {
         "conveyor_invoice_approval_threshold": "5000",
         "conveyor_alert_email": "ops@example.com",
+        "conveyor_supplier_extract": "feeds/supplier_exceptions/extract.csv",
+        "conveyor_invoice_inbox": "inbox/invoice_processing",
+        "conveyor_inspection_notes": "feeds/inspection_notes.csv",
     }
     assert [(pool.name, pool.slots) for pool in settings.pools] == [("conveyor_llm", 4)]
 
@@ -47,6 +50,7 @@ def test_shipped_file_takes_its_values_from_the_environment():
         "CONVEYOR_LLM_MODEL": "openai:gpt-4.1-mini",
         "CONVEYOR_INVOICE_APPROVAL_THRESHOLD": "12000",
         "CONVEYOR_ALERT_EMAIL": "",  # empty: the default applies
+        "CONVEYOR_INVOICE_INBOX": "s3://acme-feeds/invoices/inbox",
     }
     settings = read_settings_file(SETTINGS_FILE, env=env)
 
@@ -59,6 +63,9 @@ def test_shipped_file_takes_its_values_from_the_environment():
     assert variables == {
         "conveyor_invoice_approval_threshold": "12000",
         "conveyor_alert_email": "ops@example.com",
+        "conveyor_supplier_extract": "feeds/supplier_exceptions/extract.csv",
+        "conveyor_invoice_inbox": "s3://acme-feeds/invoices/inbox",
+        "conveyor_inspection_notes": "feeds/inspection_notes.csv",
     }
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from conveyor.deploy.settings import load_airflow_settings, main
 from conveyor.deploy.settings_file import SettingsFileError
-
 from tests.deploy.airflow_items import (
     SHIPPED_CONNECTIONS,
     SHIPPED_VARIABLES,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from conveyor.gate.errors import BatchRejected
 
+from conveyor.gate.errors import BatchRejected
 from tests.gate.conftest import MALFORMED, SUPPLIER, run_gate
 
 # (file, extra settings, kind, phrases the message must contain)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from conveyor.gate.errors import InputChanged
 
+from conveyor.gate.errors import InputChanged, RepeatedInput
 from tests.gate.conftest import MALFORMED, SUPPLIER, run_gate, snapshot, transitions_count
 
 WORKFLOW = "supplier_exceptions"
@@ -77,3 +77,20 @@ def test_another_run_may_gate_a_new_file(ledger):
     # Same exception ids with an extra column: other data for keys Monday's run holds.
     assert summary.conflicts == 480
     assert ledger.count_by_status(run_id="monday") == {"validated": 480}
+
+
+def test_the_same_file_delivered_again_for_another_run_is_named_at_the_gate(ledger, tmp_path):
+    first = run_gate(ledger, SUPPLIER / "extract.csv", run_id="monday")
+    resent = tmp_path / "extract_tuesday.csv"
+    shutil.copy(SUPPLIER / "extract.csv", resent)
+    before = snapshot(ledger)
+
+    with pytest.raises(RepeatedInput) as caught:
+        run_gate(ledger, resent, run_id="tuesday")
+
+    reason = caught.value.reason
+    assert "extract_tuesday.csv was already gated in run 'monday'" in reason
+    assert f"sha256 {first.input_hash[:12]}" in reason and f"{first.rows} rows" in reason
+    after = snapshot(ledger)
+    assert (after["items"], after["transitions"]) == (before["items"], before["transitions"])  # nothing moved
+    assert ledger.get_batch(WORKFLOW, "tuesday", "gate")["status"] == "repeated"

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from conveyor.gate.errors import BatchRejected
 from conveyor.gate.results import GateResultStore
 from conveyor.ledger import NewItem
 from conveyor.ledger.actors import reviewer_actor
 from conveyor.ledger.store import ItemUpdate
-
 from tests.gate.conftest import INVOICES, run_gate, snapshot
 
 WORKFLOW = "invoice_processing"

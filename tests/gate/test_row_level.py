@@ -5,8 +5,9 @@ from __future__ import annotations
 import csv
 
 import pytest
-from conveyor.gate.results import GateResultStore
 
+from conveyor.gate.errors import RepeatedInput
+from conveyor.gate.results import GateResultStore
 from tests.conftest import truncate_ledger
 from tests.gate.conftest import MALFORMED, SUPPLIER, run_gate
 
@@ -240,12 +241,14 @@ def test_unparseable_values_and_nulls_are_named_once(ledger, tmp_path):
 def test_conflicting_key_from_another_run_is_not_received(ledger):
     run_gate(ledger, SUPPLIER / "extract.csv", run_id="monday")
 
-    summary = run_gate(ledger, MALFORMED / "bad_amounts.csv", run_id="tuesday")
+    # Yesterday's extract again, with four rows changed: nothing new for this run, said at the gate.
+    with pytest.raises(RepeatedInput) as raised:
+        run_gate(ledger, MALFORMED / "bad_amounts.csv", run_id="tuesday")
 
-    assert summary.already_received == 476
-    assert summary.conflicts == 4
-    assert (summary.validated, summary.quarantined) == (0, 0)
+    assert "476 rows of bad_amounts.csv were already received in run 'monday'" in raised.value.reason
+    assert "4 row(s) reuse a key of those runs with other data" in raised.value.reason
     assert ledger.count_by_status(run_id="tuesday") == {}
+    assert ledger.get_batch(WORKFLOW, "tuesday", "gate")["status"] == "repeated"
     conflicts = [
         r for r in GateResultStore(ledger).for_run(WORKFLOW, "tuesday") if r["outcome"] == "conflict"
     ]

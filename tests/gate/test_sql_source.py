@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
-from conveyor.gate.errors import BatchRejected
 
+from conveyor.gate.errors import BatchRejected
 from tests.conftest import LEDGER_DB
 from tests.gate.conftest import SUPPLIER, run_gate
 from tests.support import postgres

@@ -8,9 +8,9 @@ import sys
 from datetime import UTC, datetime
 
 import pytest
+
 from conveyor.gate.errors import SuiteError
 from conveyor.gate.suites import load_suite
-
 from tests.gate.conftest import REPO
 
 
@@ -29,7 +29,7 @@ def test_unknown_suite_names_the_folder_and_the_suites_in_it():
     assert "supplier_exceptions" in str(caught.value) and "invoice_fields" in str(caught.value)
 
 
-def test_include_folder_comes_from_conveyor_include(tmp_path, monkeypatch):
+def test_include_folder_comes_from_the_conveyor_config_section(tmp_path, monkeypatch):
     (tmp_path / "expectations").mkdir()
     (tmp_path / "expectations" / "tiny.json").write_text(
         json.dumps(
@@ -40,13 +40,28 @@ def test_include_folder_comes_from_conveyor_include(tmp_path, monkeypatch):
             }
         )
     )
-    monkeypatch.setenv("CONVEYOR_INCLUDE", str(tmp_path))
+    monkeypatch.setenv("AIRFLOW__CONVEYOR__INCLUDE_FOLDER", str(tmp_path))
 
     suite = load_suite("tiny")
 
     assert suite.required_columns == ("id", "qty")
     assert suite.columns["qty"].kind == "integer"
 
+
+
+def test_a_suite_next_to_the_dag_file_wins_over_the_include_folder(tmp_path):
+    from conveyor.include import searching_near
+
+    dag_folder = tmp_path / "my_project_dags"
+    dag_folder.mkdir()
+    (dag_folder / "supplier_exceptions.json").write_text(json.dumps({
+        "name": "mine",
+        "meta": {"conveyor": {"key_column": "id", "columns": {"id": "string"}}},
+        "expectations": [{"type": "expect_column_values_to_not_be_null", "kwargs": {"column": "id"}}],
+    }))
+    with searching_near(dag_folder):
+        assert load_suite("supplier_exceptions").name == "mine"
+    assert load_suite("supplier_exceptions").name == "supplier_exceptions"  # the include folder's
 
 def test_a_bad_expectation_is_named_by_position(tmp_path):
     path = tmp_path / "bad.json"
@@ -163,7 +178,6 @@ def test_importing_the_operator_does_not_import_pandas_or_great_expectations():
 )
 def test_suite_problems_found_while_validating_reject_the_batch(ledger, tmp_path, extra, kind, phrase):
     from conveyor.gate.errors import BatchRejected
-
     from tests.gate.conftest import SUPPLIER, run_gate
 
     raw = json.loads((REPO / "include" / "expectations" / "supplier_exceptions.json").read_text())

@@ -5,8 +5,10 @@ from __future__ import annotations
 import multiprocessing as mp
 
 import psycopg
+
 from conveyor.ledger import Ledger
 from conveyor.ledger.migrate import available_migrations
+from tests.support.workflows import SUPPLIER
 
 WF = "supplier_exceptions"
 
@@ -47,7 +49,9 @@ def test_items_written_under_the_first_schema_survive_the_upgrade(fresh_db):
     assert item.schema_version == 1
     assert set(item.stage_times) == {"received", "validated"}
     assert item.stage_times["validated"].startswith("2026-01-01T10:05:00")
-    # The upgraded items keep moving through the current code.
+    assert item.workflow_version is None  # received before declarations: they follow the latest
+    # The upgraded items keep moving through the current code, once the new DAG declared its workflow.
+    ledger.declare(SUPPLIER)
     result = ledger.transition(
         WF, [f"{WF}:PO-1", f"{WF}:PO-2"], to_status="ai_processed", from_status="validated", actor="new#1"
     )
@@ -55,6 +59,26 @@ def test_items_written_under_the_first_schema_survive_the_upgrade(fresh_db):
     assert result.not_moved == {f"{WF}:PO-2": "received"}
     history = ledger.history(f"{WF}:PO-1")
     assert [r.to_status for r in history] == ["received", "validated", "ai_processed"]
+
+
+def test_the_examples_payments_table_leaves_the_library_without_losing_a_payment(fresh_db, tmp_path):
+    empty, kept = Ledger(fresh_db), None
+    empty.upgrade(target=7)
+    empty.upgrade()
+    with psycopg.connect(fresh_db) as conn:
+        assert conn.execute("SELECT to_regclass('conveyor.payments')").fetchone() == (None,)
+        # An install that paid through 0007's table keeps it (the example takes it over).
+        conn.execute("DROP SCHEMA conveyor CASCADE")
+    kept = Ledger(fresh_db)
+    kept.upgrade(target=7)
+    with psycopg.connect(fresh_db) as conn:
+        conn.execute(
+            "INSERT INTO conveyor.payments (item_id, vendor_id, invoice_number, amount, currency, idempotency_key,"
+            " run_id) VALUES ('invoice_processing:INV-1', 'V-1', 'INV-1', 10, 'EUR', 'k1', 'r1')"
+        )
+    kept.upgrade()
+    with psycopg.connect(fresh_db) as conn:
+        assert conn.execute("SELECT count(*) FROM conveyor.payments").fetchone() == (1,)
 
 
 def _upgrade(dsn: str, out) -> None:

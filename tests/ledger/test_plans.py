@@ -9,9 +9,9 @@ finds: with 2M items that took 10-20 s per 10k ids. The move must look each id u
 from __future__ import annotations
 
 import pytest
+
 from conveyor.ledger import NewItem
 from conveyor.ledger.store import _move_statement
-
 from tests.support.plans import plan_nodes
 
 WF = "supplier_exceptions"

@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import pytest
+
 from conveyor.ledger import Ledger
 from conveyor.monitoring.health import evaluate_all, measure_all
 from conveyor.monitoring.stages import Stage
-
 from tests.monitoring.history import Story, seed, stream
 from tests.monitoring.scenarios import BASE, switch
 

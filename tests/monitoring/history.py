@@ -15,9 +15,10 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from conveyor.ledger import Ledger
-from conveyor.ledger.statuses import Status, get_workflow
+from conveyor.ledger.statuses import Status
 from conveyor.ledger.store import canonical_json, input_hash
 from conveyor.monitoring.stages import Stage, stage_of
+from tests.support.workflows import declaration
 
 DAY = timedelta(days=1)
 
@@ -39,7 +40,7 @@ def seed(ledger: Ledger, workflow: str, stories: Iterable[Story], *, actor: str 
     :raises ValueError: a story starts elsewhere than ``received``, goes back in time, or makes a
         transition the workflow does not allow.
     """
-    flow = get_workflow(workflow)
+    flow = ledger.declare(declaration(workflow), actor=actor)
     items, transitions = [], []
     for story in stories:
         if not story.steps or story.steps[0][0] != Status.RECEIVED:
@@ -125,24 +126,24 @@ def path(
     workflow: str, received_at: datetime, profile: Profile, detour: str | None, rng: random.Random
 ) -> list[tuple[str, datetime]]:
     """An item's steps through ``workflow``'s chain; ``detour`` is None, ``"gate"`` or ``"model"``."""
-    flow = get_workflow(workflow)
+    flow = declaration(workflow)
 
     def wait(stage: Stage) -> timedelta:
         return profile.waits[stage] * rng.uniform(0.8, 1.2)
 
-    steps: list[tuple[str, datetime]] = [(Status.RECEIVED.value, received_at)]
+    steps: list[tuple[str, datetime]] = [(Status.RECEIVED, received_at)]
     t = received_at
     detoured = False
     for status in flow.chain[:-1]:
         stage = stage_of(flow, status)
         t += wait(stage)  # type: ignore[arg-type]
-        following = flow.next_after(status).value
+        following = flow.next_after(status)
         if not detoured and detour == "gate" and status == flow.gate_input:
-            steps.append((Status.QUARANTINED.value, t))
+            steps.append((Status.QUARANTINED, t))
             t += wait(Stage.REVIEW)
             detoured = True
         elif not detoured and detour == "model" and stage == Stage.MODEL:
-            steps.append((Status.PENDING_REVIEW.value, t))
+            steps.append((Status.PENDING_REVIEW, t))
             t += wait(Stage.REVIEW)
             detoured = True
         steps.append((following, t))

@@ -7,7 +7,6 @@ from datetime import datetime, timedelta
 
 from conveyor.ledger import Ledger
 from conveyor.monitoring.stages import Stage
-
 from tests.monitoring.history import Profile, Story, seed, stream
 
 H = timedelta(hours=1)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+
 from conveyor.monitoring.alerts import Alert, Thresholds, render_html, render_text
 from conveyor.monitoring.health import evaluate_all, measure_all
-
 from tests.monitoring.scenarios import OLD_REASON, seed_healthy_week, seed_problem_workflows
 
 AS_OF = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
@@ -17,7 +17,6 @@ CONFIG = {"*": {}}
 @pytest.fixture(scope="module")
 def problems(ledger_dsn):
     from conveyor.ledger import Ledger
-
     from tests.conftest import truncate_ledger
 
     truncate_ledger(ledger_dsn)

@@ -9,12 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from conveyor.ledger import Ledger
-from conveyor.monitoring import metrics
-from conveyor.monitoring.api import get_ledger, router
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
+from conveyor.ledger import Ledger
+from conveyor.monitoring import metrics
+from conveyor.monitoring.api import get_ledger, router
 from tests.monitoring.conftest import MARKUP_SOURCE
 
 VENV_BIN = Path(sys.executable).parent
@@ -76,9 +76,11 @@ def test_cli_shows_the_progress_of_one_run(recent):
     ]
 
 
-def test_cli_rejects_a_malformed_workflow(recent):
+def test_cli_rejects_a_malformed_or_undeclared_workflow(recent):
     done = _cli("metrics", "--workflow", "bad:name")
-    assert done.returncode == 1 and "invalid workflow name" in done.stderr
+    assert done.returncode == 3 and "invalid workflow name" in done.stderr
+    done = _cli("metrics", "--workflow", "never_declared")
+    assert done.returncode == 3 and "unknown workflow 'never_declared'" in done.stderr
 
 
 @pytest.fixture

@@ -7,9 +7,9 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from conveyor.monitoring.api import router
 from fastapi import FastAPI
 
+from conveyor.monitoring.api import router
 from tests.monitoring.conftest import MARKUP_SOURCE
 from tests.monitoring.servers import free_port
 from tests.support.browser import chromium_page

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from conveyor.monitoring import metrics
 
+from conveyor.monitoring import metrics
 from tests.monitoring.history import Story, seed
 
 AS_OF = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)

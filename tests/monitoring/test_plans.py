@@ -10,10 +10,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from conveyor.ledger.statuses import get_workflow
-from conveyor.monitoring import metrics
 
+from conveyor.monitoring import metrics
 from tests.support.plans import plan_nodes
+from tests.support.workflows import declaration
 
 WF = "supplier_exceptions"
 
@@ -38,12 +38,12 @@ def test_the_windows_and_the_histories_are_read_by_index_never_the_whole_log(led
         conn.execute("ANALYZE conveyor.items")
         conn.execute("ANALYZE conveyor.transitions")
     as_of = datetime.now(UTC)
-    mapping = metrics.stage_map(get_workflow(WF))
+    flow = declaration(WF)
+    mapping = flow.stage_map()
     params = {
-        "workflow": WF,
+        **metrics._cohort_params(flow, as_of, []),
         "done": "published",
         "review": metrics.REVIEW,
-        "as_of": as_of,
         "field": "supplier_id",
         "map_statuses": list(mapping),
         "map_stages": list(mapping.values()),

@@ -5,27 +5,28 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from conveyor.ledger.statuses import get_workflow
-from conveyor.monitoring.stages import stage_map
 
+from conveyor.monitoring.stages import stage_map
 from tests.monitoring.history import Profile, Story, path, seed, stream
+from tests.support.workflows import declaration
 
 T0 = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
 
 
 def test_default_chain_stages():
-    assert stage_map(get_workflow("supplier_exceptions")) == {
+    assert stage_map(declaration("supplier_exceptions")) == {
         "received": "gate",
         "validated": "model",
         "ai_processed": "approval",
         "approved": "publish",
         "quarantined": "review",
         "pending_review": "review",
+        "pending_approval": "review",
     }
 
 
 def test_invoice_chain_stages_put_extraction_and_classification_on_the_model():
-    assert stage_map(get_workflow("invoice_processing")) == {
+    assert stage_map(declaration("invoice_processing")) == {
         "received": "model",  # extraction
         "extracted": "gate",
         "validated": "model",  # classification
@@ -34,6 +35,7 @@ def test_invoice_chain_stages_put_extraction_and_classification_on_the_model():
         "paid": "publish",
         "quarantined": "review",
         "pending_review": "review",
+        "pending_approval": "review",
     }
 
 
@@ -93,7 +95,7 @@ def test_generated_paths_walk_the_whole_chain(workflow, detour):
     import random
 
     steps = path(workflow, T0, Profile(), detour, random.Random(1))
-    flow = get_workflow(workflow)
+    flow = declaration(workflow)
     assert steps[0][0] == "received" and steps[-1][0] == flow.done
     assert all(flow.allows(a, b) for (a, _), (b, _) in zip(steps, steps[1:], strict=False))
     assert ("quarantined" in dict(steps)) == (detour == "gate")

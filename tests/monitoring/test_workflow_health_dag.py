@@ -11,8 +11,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from conveyor.monitoring.store import MonitoringStore
 
+from conveyor.monitoring.store import MonitoringStore
 from tests.monitoring.history import completed_in, seed, stream
 from tests.monitoring.scenarios import BASE, OLD_REASON, seed_healthy_week, seed_problem_workflows
 from tests.monitoring.servers import http_receiver, otlp_metrics, smtp_server

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from conveyor.ledger import Ledger, NewItem
-from conveyor.ledger.statuses import Status, get_workflow
+from conveyor.ledger.statuses import Status
 from conveyor.ledger.store import ItemUpdate
 
 
@@ -36,7 +36,7 @@ def route_to_review(
         actor="test.extract#1",
     )
     ids = lambda ks: [f"{workflow}:{k}" for k in ks]  # noqa: E731
-    flow = get_workflow(workflow)
+    flow = ledger.workflow(workflow)
     to_validated = flow.chain[1 : flow.chain.index(Status.VALIDATED) + 1]
     for step in to_validated:
         # quarantined items stop at the gate's input; the others pass the gate.
@@ -71,7 +71,7 @@ def route_to_review(
                     reason="confidence 0.41 below 0.80",
                     ai_result={"category": "late delivery", "summary": "maybe"},
                     confidence=0.41,
-                    review_target=flow.next_after(Status.VALIDATED).value,
+                    review_target=flow.next_after(Status.VALIDATED),
                 )
                 for i in ids(pending)
             },

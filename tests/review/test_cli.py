@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 from conveyor.cli.main import main
-
 from tests.review.conftest import route_to_review
 
 WF = "supplier_exceptions"

@@ -7,10 +7,10 @@ import time
 
 import psycopg
 import pytest
+
 from conveyor.ledger import Ledger, UnknownItem
 from conveyor.review.errors import DecisionConflict, InvalidDecision, NotAwaitingReview
 from conveyor.review.review_queue import Action, ReviewQueue
-
 from tests.review.conftest import route_to_review
 
 WF = "supplier_exceptions"

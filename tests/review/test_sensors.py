@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import psycopg
 import pytest
+
 from conveyor.ledger import Ledger
 from conveyor.review.review_queue import ReviewQueue
 from conveyor.review.sensors import Escalation, HumanReviewSensor

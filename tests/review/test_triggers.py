@@ -15,10 +15,10 @@ from pathlib import Path
 import psycopg
 import pytest
 from airflow.sdk.serde import deserialize, serialize
+
 from conveyor.review.pending_counter import PendingCounter, counters_of_this_loop
 from conveyor.review.review_queue import ReviewQueue
 from conveyor.review.triggers import HumanReviewTrigger
-
 from tests.review.conftest import route_to_review
 
 WF = "supplier_exceptions"

@@ -8,8 +8,8 @@ from urllib.parse import quote
 import httpx
 import psycopg
 import pytest
-from conveyor.quickstart.api_server import ApiServer
 
+from conveyor.quickstart.api_server import ApiServer
 from tests.review.conftest import route_to_review
 
 WF = "supplier_exceptions"

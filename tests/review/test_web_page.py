@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from conveyor.quickstart.api_server import ApiServer
 
+from conveyor.quickstart.api_server import ApiServer
 from tests.review.conftest import route_to_review
 from tests.support.api import USERS
 from tests.support.browser import chromium_page

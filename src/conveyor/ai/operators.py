@@ -1,0 +1,224 @@
+"""The AI step operator: a model over a run's items, with guardrails, in one task instance.
+
+Example (the task's offline model, an LLM one connection away)::
+
+    from conveyor import AIStepOperator
+
+    summarize = AIStepOperator(
+        task_id="summarize",
+        workflow=INSPECTIONS,                # the workflow's conveyor.Workflow declaration
+        ai_task=SUMMARIZE,                   # an AITask
+        model="local",                       # or a pydanticai connection id, a StepModel, "module:Class"
+        fallback_model=None,                 # e.g. "local" behind an LLM
+        min_confidence=0.7,
+        max_failure_rate=0.1,
+    )
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from conveyor.ledger_step import LedgerStepOperator
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from conveyor.ai.definitions import AITask
+    from conveyor.workflow import Workflow
+
+
+def _default_doc(has_fallback: bool, max_failure_rate: float) -> str:
+    """The recovery line ``conveyor lint`` looks for, when the DAG author wrote no ``doc_md``."""
+    from conveyor.recovery_doc import Recovery, recovery
+
+    strategies = [Recovery.CIRCUIT_BREAKER, Recovery.RETRY]
+    if has_fallback:
+        strategies.append(Recovery.ALTERNATIVE_PATH)
+    strategies += [Recovery.GRACEFUL_DEGRADATION, Recovery.MANUAL_INTERVENTION]
+    return recovery(
+        *strategies,
+        why=(
+            "transient model errors are retried per call and the shared breaker stops calls to a failing "
+            f"endpoint{' (the fallback model answers meanwhile)' if has_fallback else ''}; the step succeeds "
+            f"while at most {max_failure_rate:.0%} of items fail, failed and doubtful items wait in the "
+            "review queue, and a retry or clear resumes with the unfinished items only."
+        ),
+        doc="AI step: a model over the run's items, checked (confidence, rule checks) before they move on.",
+    )
+
+
+class AIStepOperator(LedgerStepOperator):
+    """Run an AI task over the run's items waiting in ``from_status``; route doubtful ones to review.
+
+    Resumable: only items still in ``from_status`` are processed, results are committed chunk by
+    chunk, and remote answers are cached by (model, prompt version, input hash), so a retry, a
+    crash or a clear continues where the last attempt stopped and never pays for an answer twice.
+
+    Recovery strategy: retry (per call, with backoff honouring ``Retry-After``; per task, via
+    Airflow retries), circuit breaker (shared by every worker through the ledger database),
+    alternative path (``fallback_model``), graceful degradation (``max_failure_rate``).
+
+    :param workflow: the workflow of the items: its :class:`~conveyor.workflow.Workflow` (or stored name).
+    :param ai_task: an :class:`~conveyor.ai.definitions.AITask` or the name of a registered one.
+    :param model: ``"local"`` (the task's ``default_model``, offline, the default), the id of an
+        Airflow connection of type ``pydanticai`` (an LLM), a :class:`~conveyor.ai.models.base.StepModel`
+        (object, class or factory) or its ``"module:Class"`` path.
+    :param fallback_model: the alternative path, same forms as ``model``: it answers the items the
+        primary cannot (breaker open, retries exhausted). None: the step fails when the breaker is open.
+    :param from_status: where the items wait (default: the task's, e.g. ``validated``).
+    :param to_status: where passing items go (default: the task's, e.g. ``ai_processed``).
+    :param min_confidence: items below it go to ``pending_review`` (an answer without confidence
+        counts as below any threshold above 0).
+    :param max_failure_rate: share of handled items that may fail (bad input, model errors) while
+        the task still succeeds; above it the task fails with counts per reason.
+    :param batch_size: items per chunk (one commit per chunk; at most one chunk's calls are
+        repeated after a crash).
+    :param max_concurrency: remote requests in flight at once.
+    :param breaker_threshold: consecutive failed calls that open the endpoint's breaker.
+    :param breaker_cooldown: seconds the breaker stays open before one probe call.
+    :param call_timeout: seconds one request may take before it counts as a transient failure.
+    :param max_attempts: attempts per call (the first included) for transient errors.
+    :param backoff_base: seconds of the first backoff (exponential, full jitter).
+    :param backoff_max: longest backoff between attempts without ``Retry-After``.
+    :param max_retry_after: longest ``Retry-After`` honoured; a longer one ends the retries.
+    :param confidence_method: for LLMs: ``logprobs`` (label token probability, no extra call),
+        ``agreement`` (share of ``samples`` answers agreeing, k calls), or ``none``.
+    :param samples: k for ``agreement``.
+    :param repair_attempts: extra requests for an answer that fails schema validation.
+    :param items_per_call: items sent to an LLM in one request (default 1; templated, e.g. from a
+        Variable). More divides the per-request cost (client CPU, system-prompt tokens, rate-limit
+        slots) by that number; an item whose answer in the batch is missing or invalid is asked
+        again on its own. See :mod:`conveyor.ai.batching` for the trade-off.
+    :param run_id: the run whose items to process (templated; default the DAG run's id).
+    :param ledger_conn_id: the ledger's Airflow connection (default ``[conveyor] ledger_conn_id``).
+    :return: (XCom) the summary: counts of items, passed, review, failed, reasons, calls, cache
+        hits, fallback answers, seconds.
+    """
+
+    template_fields: Sequence[str] = (
+        "run_id",
+        "model",
+        "fallback_model",
+        "from_status",
+        "to_status",
+        "items_per_call",
+    )
+    ui_color = "#e8dff5"
+
+    def __init__(
+        self,
+        *,
+        workflow: str | Workflow,
+        ai_task: AITask | str,
+        model: Any = "local",
+        fallback_model: Any = None,
+        from_status: str | None = None,
+        to_status: str | None = None,
+        min_confidence: float = 0.7,
+        max_failure_rate: float = 0.1,
+        batch_size: int = 200,
+        max_concurrency: int = 8,
+        breaker_threshold: int = 5,
+        breaker_cooldown: float = 60.0,
+        call_timeout: float = 30.0,
+        max_attempts: int = 4,
+        backoff_base: float = 0.5,
+        backoff_max: float = 30.0,
+        max_retry_after: float = 120.0,
+        confidence_method: str = "logprobs",
+        samples: int = 3,
+        repair_attempts: int = 1,
+        items_per_call: int | str = 1,
+        run_id: str = "{{ run_id }}",
+        ledger_conn_id: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if not kwargs.get("doc_md"):
+            kwargs["doc_md"] = _default_doc(fallback_model is not None, max_failure_rate)
+        super().__init__(workflow=workflow, ledger_conn_id=ledger_conn_id, **kwargs)
+        self.ai_task = ai_task
+        self.model = model
+        self.fallback_model = fallback_model
+        self.from_status = from_status
+        self.to_status = to_status
+        self.min_confidence = min_confidence
+        self.max_failure_rate = max_failure_rate
+        self.batch_size = batch_size
+        self.max_concurrency = max_concurrency
+        self.breaker_threshold = breaker_threshold
+        self.breaker_cooldown = breaker_cooldown
+        self.call_timeout = call_timeout
+        self.max_attempts = max_attempts
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        self.max_retry_after = max_retry_after
+        self.confidence_method = confidence_method
+        self.samples = samples
+        self.repair_attempts = repair_attempts
+        self.items_per_call = items_per_call
+        self.run_id = run_id
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+        from conveyor.ai.definitions import get_ai_task
+        from conveyor.ai.errors import AIStepFailed
+        from conveyor.ai.retries import RetryPolicy
+        from conveyor.ai.runner import StepConfig, run_step
+        from conveyor.include import dag_file_folder, searching_near
+        from conveyor.ledger.actors import task_actor
+        from conveyor.templated import or_none
+
+        try:  # a rendered template is a string
+            items_per_call = int(self.items_per_call)
+        except ValueError:
+            items_per_call = 0
+        if items_per_call < 1:
+            raise AirflowFailException(
+                f"items_per_call must be a whole number of at least 1, got {self.items_per_call!r}"
+            )
+        task = get_ai_task(self.ai_task)
+        if task.workflow is not None and task.workflow != self.workflow:
+            self.log.warning(
+                "AI task %s is declared for workflow %r, used in %r.", task.name, task.workflow, self.workflow
+            )
+        config = StepConfig(
+            workflow=self.workflow,
+            run_id=self.run_id or context["run_id"],
+            task=task,
+            actor=task_actor(context),
+            from_status=self.from_status,
+            to_status=self.to_status,
+            model=self.model or "local",
+            fallback_model=or_none(self.fallback_model),
+            min_confidence=self.min_confidence,
+            max_failure_rate=self.max_failure_rate,
+            batch_size=self.batch_size,
+            max_concurrency=self.max_concurrency,
+            breaker_threshold=self.breaker_threshold,
+            breaker_cooldown=self.breaker_cooldown,
+            call_timeout=self.call_timeout,
+            retry=RetryPolicy(
+                max_attempts=self.max_attempts,
+                backoff_base=self.backoff_base,
+                backoff_max=self.backoff_max,
+                max_retry_after=self.max_retry_after,
+            ),
+            confidence_method=self.confidence_method,
+            samples=self.samples,
+            repair_attempts=self.repair_attempts,
+            items_per_call=items_per_call,
+            step=self.task_id,
+        )
+        try:
+            with searching_near(dag_file_folder(context)):
+                summary = run_step(self.ledger(context), config)
+        except AIStepFailed as exc:
+            self.log.error("AI step summary: %s", exc.summary)
+            if exc.retryable:
+                raise AirflowException(str(exc)) from None
+            raise AirflowFailException(str(exc)) from None
+        self.log.info("AI step summary: %s", summary)
+        return summary

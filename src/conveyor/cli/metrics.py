@@ -1,0 +1,148 @@
+"""``conveyor metrics``: throughput, exception rate, cycle time by stage, queue age and run progress.
+
+The same numbers the ``workflow_health`` DAG alerts on, read straight from the ledger; Airflow is
+never imported on this path.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from conveyor.cli.output import print_json, print_table
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    metrics = subparsers.add_parser(
+        "metrics", help="health of each workflow: throughput, exceptions, cycle, queue"
+    )
+    metrics.add_argument(
+        "--workflow", "-w", metavar="W", help="only this workflow (default: every active one)"
+    )
+    metrics.add_argument(
+        "--window-hours", type=_positive_float, default=24, help="measured window (default 24)"
+    )
+    metrics.add_argument(
+        "--baseline-days", type=_positive_int, default=7, help="earlier days compared (default 7)"
+    )
+    metrics.add_argument("--as-of", metavar="TIME", help="ISO time the window ends at (default: now)")
+    metrics.add_argument(
+        "--runs", type=_positive_int, default=5, help="recent runs to show progress for (default 5)"
+    )
+    metrics.add_argument("--run", "-r", metavar="R", dest="run_id", help="progress of this run only")
+    metrics.add_argument("--json", action="store_true", help="print JSON")
+    metrics.set_defaults(func=run_metrics)
+
+
+def _positive_float(value: str) -> float:
+    number = float(value)
+    if number <= 0:
+        raise argparse.ArgumentTypeError("must be a positive number")
+    return number
+
+
+def _positive_int(value: str) -> int:
+    number = int(value)
+    if number <= 0:
+        raise argparse.ArgumentTypeError("must be a positive number")
+    return number
+
+
+def collect(args: argparse.Namespace) -> dict[str, Any]:
+    """Every number the command prints, as one JSON-ready dict."""
+    from datetime import timedelta
+
+    from conveyor.ledger.store import Ledger
+    from conveyor.monitoring import metrics
+    from conveyor.monitoring.store import MonitoringStore
+
+    ledger = Ledger(args.dsn)
+    as_of = metrics.utc(args.as_of)
+    if args.workflow:
+        ledger.workflow(args.workflow)  # an undeclared or malformed name: a clear error
+        workflows = [args.workflow]
+    else:
+        span = timedelta(hours=args.window_hours) + timedelta(days=args.baseline_days)
+        declared = set(ledger.workflow_names())
+        workflows = [w for w in metrics.active_workflows(ledger, since=as_of - span) if w in declared]
+    out = []
+    for workflow in workflows:
+        health = metrics.measure(
+            ledger, workflow, as_of=as_of, window_hours=args.window_hours, baseline_days=args.baseline_days
+        )
+        health["runs"] = metrics.run_progress(
+            ledger, workflow, run_id=args.run_id, as_of=as_of, limit=args.runs
+        )
+        out.append(health)
+    alerts = MonitoringStore(ledger).open_alerts(args.workflow)
+    return {"as_of": as_of.isoformat(), "workflows": out, "open_alerts": alerts}
+
+
+def run_metrics(args: argparse.Namespace) -> int:
+    from conveyor.monitoring.alerts import fmt_count, fmt_duration, fmt_share
+
+    data = collect(args)
+    if args.json:
+        print_json(data)
+        return 0
+    if not data["workflows"]:
+        print("no workflow has activity in the measured period")
+        return 0
+    for health in data["workflows"]:
+        tp, ex, q, cyc = health["throughput"], health["exceptions"], health["queue"], health["cycle"]
+        window = f"{health['window_hours']:g} h"
+        print(f"{health['workflow']}  (last {window} to {health['as_of']})")
+        change = f" ({tp['change']:+.0%})" if tp["change"] is not None else ""
+        print(f"  throughput     {tp['current']} completed, usual {fmt_count(tp['baseline'])}{change}")
+        print(
+            f"  exceptions     {fmt_share(ex['rate'])} ({ex['exceptions']} of {ex['received']} received),"
+            f" usual {fmt_share(ex['baseline_rate'])}"
+        )
+        if ex.get("approvals"):
+            print(f"  approvals      {ex['approvals']} routed to a person by a business rule (not exceptions)")
+        top = [s for s in ex["sources"] if s["exceptions"]][:3]
+        if top and ex["source_field"]:
+            listed = ", ".join(f"{s['source']} {s['exceptions']}" for s in top)
+            print(f"  top sources    by {ex['source_field']}: {listed}")
+        now, before = cyc["current"], cyc["baseline"]
+        print(
+            f"  cycle time     p50 {fmt_duration(now['total']['p50'])},"
+            f" p95 {fmt_duration(now['total']['p95'])}"
+            f" over {now['items']} items (usual p95 {fmt_duration(before['total']['p95'])})"
+        )
+        print(
+            f"  review queue   {q['size']} waiting, oldest {fmt_duration(q['oldest_age_s'])},"
+            f" {q['over_bound']} over {fmt_duration(q['bound_s'])}"
+        )
+        print_table(
+            [
+                (
+                    stage,
+                    fmt_duration(s["p50"]),
+                    fmt_duration(s["p95"]),
+                    fmt_duration(before["stages"][stage]["p95"]),
+                )
+                for stage, s in now["stages"].items()
+            ],
+            ["stage", "p50", "p95", "usual p95"],
+        )
+        if health["runs"]:
+            print_table(
+                [
+                    (
+                        r["run_id"],
+                        f"{r['done']} of {r['received']}",
+                        fmt_share(r["progress"]),
+                        r["in_review"],
+                        r["stopped"],
+                    )
+                    for r in health["runs"]
+                ],
+                ["run", "done", "progress", "in review", "stopped"],
+            )
+        print()
+    if data["open_alerts"]:
+        print("open alerts:")
+        for alert in data["open_alerts"]:
+            print(f"  {alert['severity']:<8} {alert['title']} (since {alert['opened_at']:%Y-%m-%d %H:%M})")
+    return 0

@@ -1,0 +1,212 @@
+"""Operators that bring a workflow's input in, through object storage (see :mod:`conveyor.storage`).
+
+* :class:`SnapshotExtractOperator` copies an upstream extract into a run-scoped landing folder,
+  so a retried gate validates exactly the file the run started with, on whichever worker.
+* :class:`InboxIntakeOperator` takes every new document out of an inbox folder into the run's
+  landing folder, as ``received`` ledger items, in one set-based write.
+
+A relative ``source``/``inbox`` is taken under ``[conveyor] storage_base``; deployments usually
+point it at a Variable (see ``airflow_settings.yaml``), so scheduled runs need no conf.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+
+from conveyor.ledger_step import LedgerStepOperator
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context, ObjectStoragePath
+
+    from conveyor.ledger import Ledger
+
+
+def location(value: str, what: str) -> ObjectStoragePath:
+    """An object-storage path from a URL, an absolute local path, or a path under the storage base."""
+    from conveyor import storage
+    from conveyor.templated import or_none
+
+    text = str(or_none(value) or "").strip()
+    if not text:
+        raise AirflowFailException(f"no {what} given: set the DAG param or the Variable it reads")
+    if "://" in text or text.startswith(("/", "~")):
+        return storage.as_path(text)
+    return storage.root() / text
+
+
+def landing(workflow: str, run_id: str) -> ObjectStoragePath:
+    from conveyor import storage
+
+    return storage.under("landing", workflow, run_id)
+
+
+class SnapshotExtractOperator(LedgerStepOperator):
+    """Copy the extract at ``source`` into ``<storage_base>/landing/<workflow>/<run>/``.
+
+    A missing or empty file fails at once and without retries: nothing downstream runs on
+    nothing. A re-run of the same run keeps the first snapshot.
+
+    :param workflow: the workflow (names the landing folder).
+    :param source: the upstream file (templated): a URL, an absolute path, or a path under the
+        storage base, e.g. ``{{ params.extract_path or var.value.get('my_extract') }}``.
+    :return: the snapshot's URL (XCom), for the gate.
+    """
+
+    template_fields: Sequence[str] = ("source",)
+
+    def __init__(self, *, source: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.source = source
+
+    def execute(self, context: Context) -> str:
+        from conveyor import storage
+
+        source = location(self.source, "extract location")
+        if not source.is_file():
+            raise AirflowFailException(f"extract not found: {source} (the feed delivered no file there)")
+        if source.stat().st_size == 0:
+            raise AirflowFailException(f"extract {source} is empty (0 bytes): the feed delivered nothing")
+        target = landing(self.workflow, context["run_id"]) / source.name
+        if target.exists():
+            self.log.info("Snapshot %s already taken for this run; keeping it.", target)
+        else:
+            storage.copy(source, target)
+            self.log.info("Snapshot of %s taken at %s.", source, target)
+        return str(target)
+
+
+class InboxIntakeOperator(LedgerStepOperator):
+    """Take each new document of ``inbox_path`` in as a ``received`` item of ``workflow``.
+
+    The business key is the file name without its extension. Each document is copied to the run's
+    landing folder (its item points there) and then removed from the inbox, so the inbox only ever
+    holds what no run has taken yet:
+
+    * an empty inbox is a quiet hour: the task is skipped (the run ends without failure; a feed
+      that stays silent is what ``workflow_health``'s throughput alert is for);
+    * a document another run already took in with the same content is moved aside to
+      ``<inbox>/duplicates/<run>/``, with a log line naming that run, and is not processed again;
+    * a document whose name was taken in before with other content becomes an item of its own
+      (``<name>~<hash>``), quarantined for a person with the earlier item named;
+    * a document over ``max_bytes`` is quarantined the same way, unread.
+
+    :param workflow: the workflow the documents enter.
+    :param inbox_path: the folder (templated): a URL, an absolute path, or a path under the storage base.
+    :param extensions: file endings accepted; other files stay in the inbox, listed in the log.
+    :param max_bytes: larger documents go to a person instead of the model.
+    """
+
+    template_fields: Sequence[str] = ("inbox_path",)
+
+    def __init__(
+        self,
+        *,
+        inbox_path: str,
+        extensions: Sequence[str] = (".txt", ".csv", ".json"),
+        max_bytes: int = 1_000_000,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.inbox_path = inbox_path
+        self.extensions = tuple(e.lower() for e in extensions)
+        self.max_bytes = max_bytes
+
+    def execute(self, context: Context) -> dict[str, Any]:
+
+        inbox = location(self.inbox_path, "inbox folder")
+        run_id = context["run_id"]
+        ledger = self.ledger(context)
+        found = sorted((p for p in inbox.iterdir() if p.is_file()), key=lambda p: p.name) if inbox.exists() else []
+        documents = [p for p in found if p.suffix.lower() in self.extensions]
+        others = [p.name for p in found if p.suffix.lower() not in self.extensions]
+        if others:
+            self.log.warning("Inbox %s holds files that are not documents (%s), left there: %s",
+                             inbox, ", ".join(self.extensions), ", ".join(others[:10]))
+        if not documents:
+            taken = ledger.count_by_status(workflow=self.workflow, run_id=run_id)
+            if taken:  # a cleared run whose documents its first attempt took in
+                self.log.info("Inbox %s is empty; this run already took in %d document(s).", inbox, sum(taken.values()))
+                return {"documents": 0, "received": 0, "already_taken": sum(taken.values())}
+            raise AirflowSkipException(f"inbox {inbox} has no new documents: a quiet hour, nothing to process")
+        return self._take_in(ledger, inbox, documents, context)
+
+    def _take_in(
+        self, ledger: Ledger, inbox: ObjectStoragePath, documents: list[ObjectStoragePath], context: Context
+    ) -> dict[str, Any]:
+        from conveyor import storage
+        from conveyor.ledger import NewItem
+        from conveyor.ledger.actors import task_actor
+        from conveyor.ledger.statuses import Status
+        from conveyor.ledger.store import ItemUpdate
+
+        run_id, actor = context["run_id"], task_actor(context)
+        folder = landing(self.workflow, run_id)
+        items, by_key, too_big = [], {}, {}
+        for path in documents:
+            size = path.stat().st_size
+            target = folder / path.name
+            if not target.exists():
+                storage.copy(path, target)
+            payload = {"path": str(target), "name": path.name, "format": path.suffix.lower()[1:], "bytes": size}
+            if size > self.max_bytes:
+                too_big[path.stem] = f"{path.name} is {size:,} bytes, over the {self.max_bytes:,} the step reads"
+            # Keyed on the document's bytes, so a changed document is a conflict, not a no-op.
+            items.append(NewItem(business_key=path.stem, payload=payload, input_hash=storage.sha256_of(target)))
+            by_key[path.stem] = path
+        result = ledger.receive(self.workflow, run_id, items, actor=actor, reason=f"taken from {inbox}")
+        first = ledger.workflow(self.workflow).first
+        held: dict[str, ItemUpdate] = {}
+        for item_id, (other_run, status) in result.conflicts.items():
+            key = item_id.split(":", 1)[1]
+            new = next(i for i in items if i.business_key == key)
+            variant = f"{key}~{new.hashed()[:8]}"
+            ledger.receive(self.workflow, run_id, [NewItem(variant, new.payload, new.input_hash)], actor=actor)
+            held[f"{self.workflow}:{variant}"] = ItemUpdate(
+                reason=f"{by_key[key].name} reuses the name of {item_id} (run {other_run!r}, {status}) with other "
+                "content: a new document or a changed copy? Approve to process it as a document of its own",
+                review_target=first,
+            )
+        for key, why in too_big.items():
+            held[f"{self.workflow}:{key}"] = ItemUpdate(reason=why, last_error=why, review_target=first)
+        if held:
+            ledger.transition(self.workflow, held, to_status=Status.QUARANTINED, from_status=first, actor=actor)
+        duplicates = self._set_aside(ledger, inbox, by_key, result.unchanged, run_id)
+        for path in by_key.values():  # taken in (or set aside): the inbox no longer holds it
+            if path.exists():
+                path.unlink()
+        summary = {"documents": len(documents), "received": len(result.inserted), "duplicates": len(duplicates),
+                   "held_for_review": len(held)}
+        self.log.info("Inbox %s: %s", inbox, summary)
+        if not result.inserted and not held and duplicates:
+            raise AirflowSkipException(
+                f"every document in {inbox} was taken in before ({len(duplicates)} set aside in duplicates/): "
+                "nothing new to process"
+            )
+        return summary
+
+    def _set_aside(
+        self, ledger: Ledger, inbox: ObjectStoragePath, by_key: dict[str, ObjectStoragePath],
+        unchanged: Sequence[str], run_id: str,
+    ) -> list[str]:
+        """Documents another run took in already (same content) go to ``duplicates/``, named in the log."""
+        from conveyor import storage
+
+        earlier = {i.item_id: i.run_id for i in ledger.items_by_id(unchanged)} if unchanged else {}
+        moved = []
+        for item_id in unchanged:
+            first_run = earlier.get(item_id)
+            if first_run == run_id:
+                continue  # this run's own document, seen again by a retry
+            path = by_key[item_id.split(":", 1)[1]]
+            target = inbox / "duplicates" / storage.safe_name(run_id) / path.name
+            storage.move(path, target)
+            stray = landing(self.workflow, run_id) / path.name  # the copy this run made before it knew
+            if stray.exists():
+                stray.unlink()
+            moved.append(item_id)
+            self.log.warning("%s was already taken in by run %r (item %s); moved aside to %s.",
+                             path.name, first_run, item_id, target)
+        return moved

@@ -1,0 +1,53 @@
+"""The base of Conveyor's operators that work on one workflow's items of their run."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseOperator
+
+from conveyor.workflow import Workflow
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from conveyor.ledger import Ledger
+
+
+def workflow_parts(workflow: str | Workflow) -> tuple[str, Workflow | None]:
+    """(name, declaration or None) of an operator's ``workflow`` argument."""
+    if isinstance(workflow, Workflow):
+        return workflow.name, workflow
+    if not isinstance(workflow, str) or not workflow:
+        raise TypeError(f"workflow must be a conveyor.Workflow or its name, got {workflow!r}")
+    return workflow, None
+
+
+def open_ledger(conn_id: str | None, declaration: Workflow | None, context: Context | None) -> Ledger:
+    """The ledger, with the workflow's declaration stored in it (once per process and version)."""
+    from conveyor import config
+    from conveyor.ledger import Ledger
+    from conveyor.ledger.actors import task_actor
+
+    ledger = Ledger(conn_id=conn_id or config.ledger_conn_id())
+    if declaration is not None:
+        ledger.declare(declaration, actor=task_actor(context) if context is not None else None)
+    return ledger
+
+
+class LedgerStepOperator(BaseOperator):
+    """A step of a workflow that reads and moves its run's items in the ledger.
+
+    :param workflow: the workflow: its :class:`~conveyor.workflow.Workflow` declaration (stored in
+        the ledger when the task runs), or the name of one already stored.
+    :param ledger_conn_id: the Airflow connection of the ledger (default ``[conveyor] ledger_conn_id``).
+    """
+
+    def __init__(self, *, workflow: str | Workflow, ledger_conn_id: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.workflow, self.declaration = workflow_parts(workflow)
+        self.ledger_conn_id = ledger_conn_id
+
+    def ledger(self, context: Context | None = None) -> Ledger:
+        """The ledger (resolved when the task runs, never at DAG parse time), the workflow declared."""
+        return open_ledger(self.ledger_conn_id, self.declaration, context)

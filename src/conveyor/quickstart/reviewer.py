@@ -1,0 +1,103 @@
+"""The people of the demo: a scripted reviewer and director, working through the HTTP APIs.
+
+While a run waits, :class:`ScriptedReviewer` works the review queue through Conveyor's review
+API (as a reviewer in the UI would) and answers the director's sign-off through Airflow's own
+human-in-the-loop API. The tests use it too, so the demo's people and the tests' are the same.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+from conveyor.quickstart.api_server import ApiServer
+
+#: item (as the review API returns it) -> (action, comment)
+Policy = Callable[[dict[str, Any]], tuple[str, str]]
+
+
+def reviewer_policy(item: dict[str, Any]) -> tuple[str, str]:
+    """What the scripted reviewer decides: bad input is rejected, doubtful AI output is checked
+    and approved unless the model was close to guessing."""
+    if item["status"] == "quarantined":
+        return "reject", f"bad input, sent back to the feed owner: {item.get('reason') or 'see checks'}"
+    confidence = item.get("confidence")
+    if confidence is not None and confidence < 0.3:
+        return "reject", f"model was guessing (confidence {confidence:.2f}); handled by hand"
+    return "approve", "checked against the source"
+
+
+@dataclass
+class WorkflowRun:
+    """One bundled workflow the demo runs: its DAG, the workflow it reviews, the run's conf."""
+
+    dag_id: str
+    workflow: str | None
+    conf: dict[str, Any] = field(default_factory=dict)
+    policy: Policy = reviewer_policy
+    signoff: str = "Approve"
+
+
+class ScriptedReviewer(threading.Thread):
+    """Plays the people while a run waits: the review queue, then the director's sign-off."""
+
+    def __init__(self, api: ApiServer, run: WorkflowRun, run_id: str, interval: float = 1.0) -> None:
+        super().__init__(name=f"reviewer-{run.dag_id}", daemon=True)
+        self.api = api
+        self.run_spec = run
+        self.run_id = run_id
+        self.interval = interval
+        self.stopped = threading.Event()
+        self.decisions: dict[str, int] = {}
+        self.signoffs = 0
+        self.errors: list[str] = []
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.join(timeout=30)
+
+    def run(self) -> None:
+        with self.api.client("reviewer") as reviewer, self.api.client("director") as director:
+            while not self.stopped.is_set():
+                try:
+                    if self.run_spec.workflow:
+                        self._review(reviewer)
+                    self._sign_off(director)
+                except Exception as exc:  # keep playing; the run's own timeout escalates if we fail
+                    self.errors.append(f"{type(exc).__name__}: {exc}")
+                self.stopped.wait(self.interval)
+
+    def _review(self, client: Any) -> None:
+        page = client.get("/conveyor/api/review/queue",
+                          params={"workflow": self.run_spec.workflow, "run_id": self.run_id, "limit": 200})
+        page.raise_for_status()
+        for item in page.json()["items"]:
+            action, comment = self.run_spec.policy(item)
+            response = client.post(f"/conveyor/api/review/items/{quote(item['item_id'], safe='')}/decision",
+                                   json={"action": action, "comment": comment})
+            if response.status_code == 200:
+                self.decisions[action] = self.decisions.get(action, 0) + 1
+            elif response.status_code != 409:  # 409: decided meanwhile, fine
+                response.raise_for_status()
+
+    def _sign_off(self, client: Any) -> None:
+        base = f"/api/v2/dags/{self.run_spec.dag_id}/dagRuns/{quote(self.run_id, safe='')}"
+        details = client.get(f"{base}/hitlDetails")
+        if details.status_code == 404:
+            return
+        details.raise_for_status()
+        for detail in details.json().get("hitl_details", []):
+            if detail.get("response_received"):
+                continue
+            ti = detail["task_instance"]
+            response = client.patch(
+                f"{base}/taskInstances/{ti['task_id']}/{ti.get('map_index', -1)}/hitlDetails",
+                json={"chosen_options": [self.run_spec.signoff]},
+            )
+            if response.status_code == 200:
+                self.signoffs += 1
+            elif response.status_code != 409:
+                response.raise_for_status()

@@ -1,0 +1,165 @@
+"""How many items of a run still wait for a person, asked by many triggers in one triggerer.
+
+A triggerer runs hundreds of triggers in one event loop. Opening a connection per trigger (or per
+poll) would cost the database a backend each; so every review trigger of one event loop shares one
+:class:`PendingCounter` per ledger DSN: one ``psycopg.AsyncConnection``, and one query that answers
+all the questions asked within a short batching window. Review triggers also poll on ticks aligned
+to the wall clock (see :func:`next_tick`), so triggers with the same interval ask together: the
+ledger sees one cheap, indexed query per interval, whatever the number of waiting runs.
+
+The connection is closed when the last trigger using it leaves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+import weakref
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import psycopg
+
+from conveyor.ledger.statuses import REVIEW_VALUES
+
+log = logging.getLogger(__name__)
+
+_REVIEW_VALUES: list[str] = REVIEW_VALUES
+
+#: One statement for every (workflow, run) asked in a batch; each pair is an index range scan of
+#: ``items_workflow_run_status``.
+BATCH_SQL = """
+SELECT k.workflow, k.run_id, count(i.item_id)
+FROM unnest(%(workflows)s::text[], %(run_ids)s::text[]) AS k(workflow, run_id)
+LEFT JOIN conveyor.items i
+       ON i.workflow = k.workflow AND i.run_id = k.run_id AND i.status = ANY(%(statuses)s::text[])
+GROUP BY k.workflow, k.run_id
+"""
+
+Key = tuple[str, str]
+
+
+def next_tick(interval: float, now: float | None = None) -> float:
+    """Seconds until the next multiple of ``interval`` on the wall clock (never zero)."""
+    now = time.time() if now is None else now
+    nxt = math.floor(now / interval + 1) * interval
+    return max(nxt - now, 0.001)
+
+
+class PendingCounter:
+    """Batched pending-review counts over one shared asynchronous connection.
+
+    :param dsn: the ledger's libpq DSN.
+    :param batch_window: seconds to wait for more questions before sending a batch.
+    """
+
+    #: statements sent by every counter of this process (for the benchmark)
+    total_queries = 0
+
+    def __init__(self, dsn: str, *, batch_window: float = 0.05) -> None:
+        self.dsn = dsn
+        self.batch_window = batch_window
+        #: statements sent to the ledger so far (for tests and the benchmark)
+        self.queries = 0
+        self.users = 0
+        self._conn: psycopg.AsyncConnection | None = None
+        self._waiting: dict[Key, list[asyncio.Future[int]]] = {}
+        self._flush: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()
+
+    async def pending(self, workflow: str, run_id: str) -> int:
+        """How many items of ``(workflow, run_id)`` are quarantined or pending review now.
+
+        :raises psycopg.Error: the ledger could not be asked (the caller retries on its next tick).
+        """
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[int] = loop.create_future()
+        self._waiting.setdefault((workflow, run_id), []).append(future)
+        if self._flush is None:
+            self._flush = loop.create_task(self._send_batch(), name="conveyor-review-pending-batch")
+        return await future
+
+    async def _send_batch(self) -> None:
+        await asyncio.sleep(self.batch_window)
+        batch, self._waiting, self._flush = self._waiting, {}, None
+        batch = {key: [f for f in futures if not f.done()] for key, futures in batch.items()}
+        batch = {key: futures for key, futures in batch.items() if futures}
+        if not batch:
+            return
+        try:
+            counts = await self._query(list(batch))
+        except Exception as exc:
+            log.warning("review poll of %d run(s) failed: %s", len(batch), exc)
+            await self._drop_connection()
+            for futures in batch.values():
+                for future in futures:
+                    if not future.done():
+                        future.set_exception(exc)
+            return
+        for key, futures in batch.items():
+            for future in futures:
+                if not future.done():
+                    future.set_result(counts.get(key, 0))
+
+    async def _query(self, keys: list[Key]) -> dict[Key, int]:
+        async with self._lock:
+            if self._conn is None or self._conn.closed:
+                self._conn = await psycopg.AsyncConnection.connect(
+                    self.dsn, autocommit=True, application_name="conveyor-review-trigger", connect_timeout=10
+                )
+            self.queries += 1
+            PendingCounter.total_queries += 1
+            cursor = await self._conn.execute(
+                BATCH_SQL,
+                {
+                    "workflows": [k[0] for k in keys],
+                    "run_ids": [k[1] for k in keys],
+                    "statuses": _REVIEW_VALUES,
+                },
+            )
+            rows = await cursor.fetchall()
+        return {(workflow, run_id): int(n) for workflow, run_id, n in rows}
+
+    async def _drop_connection(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None and not conn.closed:
+            try:
+                await conn.close()
+            except Exception:  # a broken connection may fail to close; it is gone either way
+                log.debug("closing a broken ledger connection failed", exc_info=True)
+
+    async def close(self) -> None:
+        """Close the shared connection (it reopens on the next question)."""
+        async with self._lock:
+            await self._drop_connection()
+
+
+# event loop -> DSN -> counter; a closed loop drops its counters with it.
+_COUNTERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, PendingCounter]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+@asynccontextmanager
+async def shared_counter(dsn: str) -> AsyncIterator[PendingCounter]:
+    """The counter every trigger of this event loop shares for ``dsn``; closed when the last leaves."""
+    loop = asyncio.get_running_loop()
+    counters = _COUNTERS.setdefault(loop, {})
+    counter = counters.get(dsn)
+    if counter is None:
+        counter = counters[dsn] = PendingCounter(dsn)
+    counter.users += 1
+    try:
+        yield counter
+    finally:
+        counter.users -= 1
+        if counter.users == 0:
+            counters.pop(dsn, None)
+            await asyncio.shield(counter.close())
+
+
+def counters_of_this_loop() -> dict[str, PendingCounter]:
+    """The counters alive in the running event loop (for tests and the benchmark)."""
+    return dict(_COUNTERS.get(asyncio.get_running_loop(), {}))

@@ -1,0 +1,307 @@
+"""The review queue: every item waiting for a person, and the decisions people take on them.
+
+An item is on the queue while it is ``quarantined`` (it failed the validation gate) or
+``pending_review`` (doubtful AI output, an approval threshold). The queue is ordered by priority
+(highest first), then by how long the item has been waiting (oldest first).
+
+A decision is one guarded ledger transition with its audit row (actor ``reviewer:<name>``, the
+reviewer's comment as the reason):
+
+* ``approve``: a ``pending_review`` item resumes its chain at the review target recorded when it
+  was routed; a ``quarantined`` item is accepted as ``validated``;
+* ``reject``: the item goes to ``rejected``;
+* ``correct``: a ``quarantined`` item goes back to the gate's input status with a corrected
+  payload, to be validated again.
+
+Two reviewers deciding one item at once: the ledger's from-status guard lets exactly one win; the
+other gets :class:`~conveyor.review.errors.DecisionConflict` naming who decided.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from psycopg.rows import dict_row
+
+from conveyor.ledger.actors import reviewer_actor
+from conveyor.ledger.statuses import REVIEW_STATUSES, REVIEW_VALUES, Status, as_statuses
+from conveyor.ledger.store import Item, ItemUpdate, Ledger, TransitionRecord
+from conveyor.review.errors import DecisionConflict, InvalidDecision, NotAwaitingReview
+
+#: Most rows one page of the queue returns.
+MAX_PAGE = 500
+
+_REVIEW_VALUES: list[str] = REVIEW_VALUES
+_ITEM_COLUMNS = ", ".join(Item.__dataclass_fields__)
+
+
+class Action(StrEnum):
+    """What a reviewer can decide."""
+
+    APPROVE = "approve"
+    REJECT = "reject"
+    CORRECT = "correct"
+
+
+@dataclass(frozen=True)
+class QueueEntry:
+    """One item on the queue, with what a reviewer needs to decide.
+
+    :param item: the item as the ledger holds it (payload, AI result, confidence, reason...).
+    :param waiting_since: when it entered its review status.
+    :param age_seconds: how long it has been waiting, measured by the database clock.
+    """
+
+    item: Item
+    waiting_since: datetime
+    age_seconds: float
+
+
+@dataclass(frozen=True)
+class QueuePage:
+    """One page of the queue and the number of entries matching the filters."""
+
+    entries: list[QueueEntry]
+    total: int
+    limit: int
+    offset: int
+
+
+@dataclass(frozen=True)
+class ItemView:
+    """An item, its history, and what a reviewer may do with it now.
+
+    :param awaiting_review: the item is on the queue.
+    :param actions: the decisions that apply to it now (empty when not awaiting review).
+    :param approve_to: the status an approval would move it to.
+    :param last_decision: the latest transition out of a review status, if any.
+    """
+
+    item: Item
+    history: list[TransitionRecord]
+    awaiting_review: bool
+    actions: list[Action]
+    approve_to: str | None
+    last_decision: TransitionRecord | None
+
+
+@dataclass(frozen=True)
+class DecisionResult:
+    """A decision that was applied."""
+
+    item_id: str
+    action: Action
+    from_status: str
+    to_status: str
+    actor: str
+    comment: str | None
+
+
+class ReviewQueue:
+    """Reads of the review queue and reviewers' decisions, over one ledger.
+
+    :param ledger: the item ledger.
+    """
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def workflows(self) -> list[str]:
+        """Workflows that have at least one item waiting for a person."""
+        with self.ledger.connect() as conn:
+            rows = conn.execute(
+                "SELECT DISTINCT workflow FROM conveyor.items WHERE status = ANY(%s) ORDER BY workflow",
+                (_REVIEW_VALUES,),
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    def list(
+        self,
+        *,
+        workflows: Collection[str] | None = None,
+        run_id: str | None = None,
+        status: str | Sequence[str] | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> QueuePage:
+        """One page of the queue, highest priority first, then oldest first.
+
+        :param workflows: only these workflows (None: every workflow; empty: nothing).
+        :param run_id: only items carried by this run.
+        :param status: only ``quarantined`` or only ``pending_review``; must be review statuses.
+        :param limit: at most this many entries (1 to :data:`MAX_PAGE`).
+        :param offset: skip this many entries.
+        """
+        if not 1 <= limit <= MAX_PAGE:
+            raise ValueError(f"limit must be between 1 and {MAX_PAGE}")
+        if offset < 0:
+            raise ValueError("offset must not be negative")
+        statuses = _REVIEW_VALUES if status is None else list(as_statuses(status))
+        outside = [s for s in statuses if s not in REVIEW_STATUSES]
+        if outside:
+            raise ValueError(f"status {outside[0]!r} is not a review status; use one of {_REVIEW_VALUES}")
+        if workflows is not None and not workflows:
+            return QueuePage([], 0, limit, offset)
+        where = ["status = ANY(%(statuses)s)"]
+        params: dict[str, Any] = {"statuses": statuses, "limit": limit, "offset": offset}
+        if workflows is not None:
+            where.append("workflow = ANY(%(workflows)s)")
+            params["workflows"] = sorted(workflows)
+        if run_id is not None:
+            where.append("run_id = %(run_id)s")
+            params["run_id"] = run_id
+        clause = " AND ".join(where)
+        with self.ledger.connect() as conn, conn.cursor(row_factory=dict_row) as cur:
+            total = cur.execute(f"SELECT count(*) AS n FROM conveyor.items WHERE {clause}", params).fetchone()
+            rows = cur.execute(
+                f"SELECT {_ITEM_COLUMNS}, extract(epoch FROM now() - updated_at)::float8 AS age_seconds"
+                f" FROM conveyor.items WHERE {clause}"
+                " ORDER BY priority DESC, updated_at ASC, item_id"
+                " LIMIT %(limit)s OFFSET %(offset)s",
+                params,
+            ).fetchall()
+        entries = []
+        for row in rows:
+            age = row.pop("age_seconds")
+            item = Item(**row)
+            entries.append(QueueEntry(item=item, waiting_since=item.updated_at, age_seconds=max(age, 0.0)))
+        return QueuePage(entries, int(total["n"]) if total else 0, limit, offset)
+
+    def view(self, item_id: str) -> ItemView:
+        """An item with its history and the decisions open to it; raises ``UnknownItem``."""
+        item = self.ledger.get(item_id)
+        history = self.ledger.history(item_id)
+        awaiting = item.status in REVIEW_STATUSES
+        actions: list[Action] = []
+        approve_to: str | None = None
+        if awaiting:
+            actions = [Action.APPROVE, Action.REJECT]
+            if item.status == Status.QUARANTINED:
+                actions.append(Action.CORRECT)
+            approve_to = _approval_target(item, history, self.ledger)
+        return ItemView(item, history, awaiting, actions, approve_to, _last_decision(history))
+
+    def search(self, text: str, *, workflows: Collection[str] | None = None, limit: int = 20) -> list[Item]:
+        """Where is item X: items whose id or business key is exactly ``text``, newest first.
+
+        :param text: an item id (``<workflow>:<key>``) or a business key.
+        :param workflows: only these workflows (None: every workflow).
+        """
+        text = text.strip()
+        if not text or (workflows is not None and not workflows):
+            return []
+        query = f"SELECT {_ITEM_COLUMNS} FROM conveyor.items WHERE (item_id = %(q)s OR business_key = %(q)s)"
+        params: dict[str, Any] = {"q": text, "limit": max(1, min(limit, MAX_PAGE))}
+        if workflows is not None:
+            query += " AND workflow = ANY(%(workflows)s)"
+            params["workflows"] = sorted(workflows)
+        query += " ORDER BY updated_at DESC, item_id LIMIT %(limit)s"
+        with self.ledger.connect() as conn, conn.cursor(row_factory=dict_row) as cur:
+            return [Item(**row) for row in cur.execute(query, params).fetchall()]
+
+    # -- decisions ---------------------------------------------------------------------------
+
+    def decide(
+        self,
+        item_id: str,
+        action: Action | str,
+        *,
+        reviewer: str,
+        comment: str | None = None,
+        payload: Mapping[str, Any] | None = None,
+    ) -> DecisionResult:
+        """Apply a reviewer's decision as one guarded ledger transition with its audit row.
+
+        :param item_id: the item.
+        :param action: ``approve``, ``reject`` or ``correct``.
+        :param reviewer: the person deciding (recorded as ``reviewer:<name>``).
+        :param comment: why; recorded as the reason of the transition.
+        :param payload: the corrected payload (``correct`` only; a JSON object).
+        :raises UnknownItem: no such item.
+        :raises DecisionConflict: someone else decided it first; says who and when.
+        :raises NotAwaitingReview: the item is not on the queue and was never decided.
+        :raises InvalidDecision: the decision does not apply to this item.
+        """
+        try:
+            action = Action(action)
+        except ValueError:
+            raise InvalidDecision(
+                f"unknown decision {action!r}; use one of {', '.join(a.value for a in Action)}"
+            ) from None
+        actor = reviewer_actor(reviewer)
+        comment = comment.strip() if comment and comment.strip() else None
+        if action is Action.CORRECT:
+            if not isinstance(payload, Mapping):
+                raise InvalidDecision("a correction needs the corrected payload as a JSON object")
+        elif payload is not None:
+            raise InvalidDecision(f"a payload is only accepted with 'correct', not with {action.value!r}")
+
+        item = self.ledger.get(item_id)
+        if item.status not in REVIEW_STATUSES:
+            raise self._refusal(item_id, item.status)
+        flow = self.ledger.workflow(item.workflow)
+        if action is Action.APPROVE:
+            target = _approval_target(item, self.ledger.history(item_id), self.ledger)
+            update = ItemUpdate(reason=comment)
+        elif action is Action.REJECT:
+            target = Status.REJECTED
+            update = ItemUpdate(reason=comment)
+        else:
+            if item.status != Status.QUARANTINED:
+                raise InvalidDecision(
+                    f"item {item_id!r} is {item.status!r}: only quarantined input can be corrected and "
+                    "re-submitted; approve or reject it instead"
+                )
+            target = flow.gate_input
+            update = ItemUpdate(reason=comment, payload=dict(payload or {}))
+
+        result = self.ledger.transition(
+            item.workflow, {item_id: update}, to_status=target, actor=actor, from_status=item.status
+        )
+        if item_id not in result.moved:
+            current = result.not_moved.get(item_id) or item.status
+            raise self._refusal(item_id, current)
+        return DecisionResult(item_id, action, item.status, target, actor, comment)
+
+    def _refusal(self, item_id: str, status: str) -> NotAwaitingReview:
+        """The error for a decision that cannot apply: who decided first, when known."""
+        decision = _last_decision(self.ledger.history(item_id))
+        if decision is not None:
+            return DecisionConflict(item_id, status, decision.actor, decision.at)
+        return NotAwaitingReview(item_id, status)
+
+
+def _last_decision(history: Sequence[TransitionRecord]) -> TransitionRecord | None:
+    """The latest transition that took the item out of a review status."""
+    for record in reversed(history):
+        if record.from_status is not None and record.from_status in REVIEW_STATUSES:
+            return record
+    return None
+
+
+def _approval_target(item: Item, history: Sequence[TransitionRecord], ledger: Ledger) -> str:
+    """Where an approval moves the item.
+
+    The review target recorded when it was routed (the gate's output for quarantined input, the
+    status after the step that doubted it). An item routed without one: quarantined input is
+    accepted at the workflow's gate output, anything else resumes at the chain status after the
+    step that routed it (read from its history).
+    """
+    if item.review_target:
+        return item.review_target
+    flow = ledger.workflow(item.workflow)
+    if item.status == Status.QUARANTINED:
+        return flow.gate_output
+    for record in reversed(history):
+        if record.to_status in REVIEW_STATUSES and record.from_status in flow.chain:
+            return flow.next_after(record.from_status)
+    raise InvalidDecision(
+        f"item {item.item_id!r} has no review target and its history does not say which step routed it; "
+        "reject it or route it again with a review target"
+    )

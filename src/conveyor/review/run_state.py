@@ -1,0 +1,96 @@
+"""Where a run's review stands: what still waits for a person, and who decided what.
+
+This is what :class:`~conveyor.review.sensors.HumanReviewSensor` reads to decide whether its run
+can go on, and what it reports in its outcome (log and XCom summary).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from conveyor.ledger.statuses import REVIEW_VALUES
+from conveyor.ledger.store import Ledger
+
+_REVIEW_VALUES: list[str] = REVIEW_VALUES
+
+#: One cheap query (index ``items_workflow_run_status``): how many items still wait.
+PENDING_COUNT_SQL = (
+    "SELECT count(*) FROM conveyor.items WHERE workflow = %s AND run_id = %s AND status = ANY(%s::text[])"
+)
+
+
+@dataclass
+class RunReviewState:
+    """The review state of one run of one workflow.
+
+    :param pending: ids of items still waiting for a person.
+    :param decisions: (actor, status the item went to) -> how many decisions.
+    :param decided_items: ids of items that left review at least once and no longer wait.
+    """
+
+    workflow: str
+    run_id: str
+    pending: list[str] = field(default_factory=list)
+    decisions: Counter[tuple[str, str]] = field(default_factory=Counter)
+    decided_items: set[str] = field(default_factory=set)
+
+    @property
+    def by_actor(self) -> dict[str, int]:
+        """Decisions per actor: ``reviewer:<name>`` for people, ``dag.task#try`` for escalations."""
+        counts: Counter[str] = Counter()
+        for (actor, _), n in self.decisions.items():
+            counts[actor] += n
+        return dict(sorted(counts.items()))
+
+    @property
+    def by_outcome(self) -> dict[str, int]:
+        """Decisions per resulting status (``approved``, ``rejected``, ``validated``, ``received``...)."""
+        counts: Counter[str] = Counter()
+        for (_, to_status), n in self.decisions.items():
+            counts[to_status] += n
+        return dict(sorted(counts.items()))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "workflow": self.workflow,
+            "run_id": self.run_id,
+            "needed_review": len(self.decided_items) + len(self.pending),
+            "decided": len(self.decided_items),
+            "pending": len(self.pending),
+            "decided_by": self.by_actor,
+            "outcomes": self.by_outcome,
+        }
+
+
+def pending_count(ledger: Ledger, workflow: str, run_id: str) -> int:
+    """How many items of the run still wait for a person (one indexed count)."""
+    with ledger.connect() as conn:
+        row = conn.execute(PENDING_COUNT_SQL, (workflow, run_id, _REVIEW_VALUES)).fetchone()
+    return int(row[0]) if row else 0
+
+
+def read_run_state(ledger: Ledger, workflow: str, run_id: str) -> RunReviewState:
+    """The full review state of a run: pending items and every decision taken on its items."""
+    state = RunReviewState(workflow=workflow, run_id=run_id)
+    with ledger.connect() as conn:
+        state.pending = [
+            r[0]
+            for r in conn.execute(
+                "SELECT item_id FROM conveyor.items WHERE workflow = %s AND run_id = %s"
+                " AND status = ANY(%s::text[]) ORDER BY item_id",
+                (workflow, run_id, _REVIEW_VALUES),
+            ).fetchall()
+        ]
+        rows = conn.execute(
+            "SELECT item_id, actor, to_status FROM conveyor.transitions"
+            " WHERE workflow = %s AND run_id = %s AND from_status = ANY(%s::text[]) ORDER BY id",
+            (workflow, run_id, _REVIEW_VALUES),
+        ).fetchall()
+    waiting = set(state.pending)
+    for item_id, actor, to_status in rows:
+        state.decisions[(actor, to_status)] += 1
+        if item_id not in waiting:
+            state.decided_items.add(item_id)
+    return state

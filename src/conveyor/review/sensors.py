@@ -1,0 +1,271 @@
+"""HumanReviewSensor: wait until every item of the run that needs a person has a decision.
+
+Deferrable by default: after one look at the ledger it hands the wait to
+:class:`~conveyor.review.triggers.HumanReviewTrigger` and holds no worker slot. ``mode="reschedule"``
+(with ``deferrable=False``) serves deployments without a triggerer: it frees its slot between
+looks, one cheap query each.
+
+At the timeout the sensor applies the escalation declared for the step:
+
+* ``fail``: the task fails (``AirflowSensorTimeout``, no retry), so the task's failure callback
+  alerts a person; the items stay on the queue;
+* ``proceed``: the task succeeds; downstream steps work on the approved items only, the others
+  stay on the queue;
+* ``reject``: every item still waiting is moved to ``rejected`` with the reason, then the task
+  succeeds.
+
+The outcome is logged and returned as the XCom summary (``return_value``, also pushed under the
+key ``review_summary`` when the task fails)::
+
+    {"workflow", "run_id", "outcome": "all_decided" | "timed_out",
+     "escalation": declared, "escalation_applied": None | "fail" | "proceed" | "reject",
+     "needed_review", "decided", "pending", "decided_by": {actor: n}, "outcomes": {status: n},
+     "auto_rejected", "waited_seconds", "deadline"}
+
+Report-level sign-off (one decision for a whole report) is Airflow's ``ApprovalOperator``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseSensorOperator
+from airflow.sdk.exceptions import AirflowException, AirflowRescheduleException, AirflowSensorTimeout
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from conveyor.ledger.store import Ledger
+    from conveyor.workflow import Workflow
+
+XCOM_KEY = "review_summary"
+
+
+class Escalation(StrEnum):
+    """What the sensor does when its timeout passes with items still waiting for a person."""
+
+    FAIL = "fail"
+    PROCEED = "proceed"
+    REJECT = "reject"
+
+
+class HumanReviewSensor(BaseSensorOperator):
+    """Wait until no item of ``(workflow, run_id)`` is quarantined or pending review.
+
+    :param workflow: the workflow whose items are reviewed: its :class:`~conveyor.workflow.Workflow`
+        or its name (templated).
+    :param run_id: the run that carries the items (templated; default: this DAG run's id).
+    :param escalation: ``fail``, ``proceed`` or ``reject``: what to do at the timeout.
+    :param deferrable: wait in the triggerer, holding no worker slot (default, unless
+        ``mode="reschedule"`` is asked for).
+    :param poke_interval: seconds between two looks at the ledger (default
+        ``[conveyor] review_poke_seconds``).
+    :param timeout: seconds to wait before escalating (Airflow's sensor timeout).
+    :param conn_id: the Airflow connection of the ledger (default ``[conveyor] ledger_conn_id``).
+    """
+
+    template_fields: Sequence[str] = ("workflow", "run_id")
+    ui_color = "#fdf2d0"
+
+    def __init__(
+        self,
+        *,
+        workflow: str | Workflow,
+        run_id: str = "{{ run_id }}",
+        escalation: Escalation | str = Escalation.FAIL,
+        deferrable: bool | None = None,
+        conn_id: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        from conveyor import config
+        from conveyor.ledger_step import workflow_parts
+
+        kwargs.setdefault("poke_interval", config.get_int("review_poke_seconds"))
+        super().__init__(**kwargs)
+        try:
+            self.escalation = Escalation(escalation)
+        except ValueError:
+            raise ValueError(
+                f"escalation must be one of {', '.join(e.value for e in Escalation)}; got {escalation!r}"
+            ) from None
+        if deferrable is None:
+            deferrable = self.mode != "reschedule"
+        if deferrable and self.mode == "reschedule":
+            raise ValueError(
+                "choose deferrable=True (triggerer) or mode='reschedule' (no triggerer), not both"
+            )
+        self.workflow, self.declaration = workflow_parts(workflow)
+        self.run_id = run_id
+        self.deferrable = deferrable
+        self.conn_id = conn_id or config.ledger_conn_id()
+
+    # -- waiting -----------------------------------------------------------------------------
+
+    def _ledger(self) -> Ledger:
+        from conveyor.ledger.store import Ledger
+
+        return Ledger(conn_id=self.conn_id, application_name=f"conveyor-sensor:{self.task_id}")
+
+    def _pending(self) -> int:
+        from conveyor.review.run_state import pending_count
+
+        return pending_count(self._ledger(), self.workflow, self.run_id)
+
+    def poke(self, context: Context) -> bool:
+        """True when no item of the run waits for a person (one indexed count)."""
+        pending = self._pending()
+        self.log.info("%d item(s) of %s/%s wait for a person", pending, self.workflow, self.run_id)
+        return pending == 0
+
+    def _started_at(self, context: Context) -> datetime:
+        if self.reschedule:
+            first = context["ti"].get_first_reschedule_date(context)
+            if first is not None:
+                return first.astimezone(UTC)
+        return datetime.now(UTC)
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        started = self._started_at(context)
+        deadline = started + timedelta(seconds=self.timeout)
+        if self.deferrable:
+            if self.poke(context):
+                return self._finish(context, started, deadline, timed_out=False)
+            if datetime.now(UTC) >= deadline:
+                return self._finish(context, started, deadline, timed_out=True)
+            self._defer(deadline)
+        while True:
+            if self.poke(context):
+                return self._finish(context, started, deadline, timed_out=False)
+            now = datetime.now(UTC)
+            if now >= deadline:
+                return self._finish(context, started, deadline, timed_out=True)
+            wake = min(now + timedelta(seconds=self.poke_interval), deadline)
+            if self.reschedule:
+                raise AirflowRescheduleException(wake)
+            time.sleep(max((wake - now).total_seconds(), 0.0))
+
+    def _defer(self, deadline: datetime) -> None:
+        from conveyor.review.triggers import HumanReviewTrigger
+
+        self.log.info("deferring until every item has a decision or %s", deadline.isoformat())
+        self.defer(
+            trigger=HumanReviewTrigger(
+                workflow=self.workflow,
+                run_id=self.run_id,
+                deadline=deadline,
+                poll_interval=self.poke_interval,
+                conn_id=self.conn_id,
+            ),
+            method_name="execute_complete",
+        )
+
+    def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Resume after the trigger fired: finish, wait again, or escalate."""
+        from conveyor.review.triggers import DECIDED, ERROR, TIMED_OUT, parse_deadline
+
+        status = (event or {}).get("status")
+        if status == ERROR:
+            raise AirflowException(f"review of {self.workflow}/{self.run_id} could not be watched: {event}")
+        if not event or status not in {DECIDED, TIMED_OUT}:
+            raise AirflowException(f"unexpected event from the review trigger: {event!r}")
+        deadline = parse_deadline(event.get("deadline")) or datetime.now(UTC)
+        started = deadline - timedelta(seconds=self.timeout)
+        timed_out = event["status"] == TIMED_OUT
+        if not timed_out and not self.poke(context) and datetime.now(UTC) < deadline:
+            # A new item was routed to review after the trigger's last look: keep waiting.
+            self._defer(deadline)
+        return self._finish(context, started, deadline, timed_out=timed_out)
+
+    # -- the outcome -------------------------------------------------------------------------
+
+    def _finish(
+        self, context: Context, started: datetime, deadline: datetime, *, timed_out: bool
+    ) -> dict[str, Any]:
+        from conveyor.ledger.actors import task_actor
+        from conveyor.ledger.statuses import REVIEW_VALUES, Status
+        from conveyor.review.run_state import read_run_state
+
+        ledger = self._ledger()
+        state = read_run_state(ledger, self.workflow, self.run_id)
+        applied: Escalation | None = None
+        auto_rejected = 0
+        if timed_out and state.pending:
+            # The deadline passed with items still waiting: the step's declared escalation applies.
+            applied = self.escalation
+            if applied is Escalation.REJECT:
+                waited = _human_duration(self.timeout)
+                result = ledger.transition(
+                    self.workflow,
+                    state.pending,
+                    to_status=Status.REJECTED,
+                    actor=task_actor(context),
+                    from_status=REVIEW_VALUES,
+                    reason=f"no review decision within {waited}: rejected by the step's escalation",
+                )
+                auto_rejected = len(result.moved)
+                state = read_run_state(ledger, self.workflow, self.run_id)
+        summary: dict[str, Any] = {
+            **state.as_dict(),
+            "outcome": "timed_out" if applied else "all_decided",
+            "escalation": self.escalation.value,
+            "escalation_applied": applied.value if applied else None,
+            "auto_rejected": auto_rejected,
+            "waited_seconds": round((datetime.now(UTC) - started).total_seconds(), 3),
+            "deadline": deadline.isoformat(),
+        }
+        message = _describe(summary)
+        if applied is Escalation.FAIL:
+            self.log.error("%s", message)
+            context["ti"].xcom_push(key=XCOM_KEY, value=summary)
+            raise AirflowSensorTimeout(message)
+        if applied is not None:
+            self.log.warning("%s", message)
+        else:
+            self.log.info("%s", message)
+        if timed_out and applied is None:
+            self.log.info("the deadline passed, but every item had a decision by then")
+        elif state.pending:
+            self.log.info("%d item(s) were routed to review after the last look", len(state.pending))
+        return summary
+
+
+def _human_duration(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    if minutes:
+        return f"{minutes}m{secs:02d}s"
+    return f"{secs}s"
+
+
+def _describe(summary: dict[str, Any]) -> str:
+    """One line a person can act on: what was decided, by whom, and what the escalation did."""
+    who = ", ".join(f"{actor} {n}" for actor, n in summary["decided_by"].items()) or "nobody"
+    head = (
+        f"review of {summary['workflow']}/{summary['run_id']}: {summary['needed_review']} item(s) needed a "
+        f"person, {summary['decided']} decided (by {who}; outcomes {summary['outcomes'] or {}})"
+    )
+    applied = summary["escalation_applied"]
+    if applied is None:
+        return f"{head}; {summary['pending']} left waiting"
+    if applied == Escalation.FAIL:
+        return (
+            f"{head}; {summary['pending']} item(s) still waiting at the deadline: "
+            "escalation 'fail' fails the task so its failure callback alerts a person; "
+            "the items stay on the review queue"
+        )
+    if applied == Escalation.PROCEED:
+        return (
+            f"{head}; {summary['pending']} item(s) still waiting at the deadline: "
+            "escalation 'proceed' lets the run go on with the approved items only; "
+            "the others stay on the review queue"
+        )
+    return (
+        f"{head}; escalation 'reject' moved {summary['auto_rejected']} item(s) still waiting at the deadline "
+        f"to rejected ({summary['pending']} left waiting)"
+    )

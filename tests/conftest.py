@@ -6,6 +6,7 @@ imports Airflow. Every session gets databases of its own, dropped at the end.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -171,8 +172,8 @@ def stack_options() -> StackOptions:
     from tests.support.stack import StackOptions
 
     options = StackOptions(dag_folders=(REPO / "dags", REPO / "tests" / "stack_dags"))
-    return StackOptions(
-        dag_folders=options.dag_folders,
+    return dataclasses.replace(
+        options,
         env={
             "STACK_SMOKE_S3_BASE": f"s3://{options.bucket}/{STACK_SMOKE_PREFIX}",
             "STACK_SMOKE_CONN_ID": options.storage_conn_id,
@@ -196,4 +197,7 @@ def stack(stack_options: StackOptions, tmp_path_factory: pytest.TempPathFactory)
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     for native in _STARTED_STACKS:
         timings = ", ".join(f"{name} {seconds}" for name, seconds in native.startup_seconds.items())
-        terminalreporter.write_line(f"native stack {native.id}: healthy after (s) {timings}; logs in {native.root}")
+        terminalreporter.write_line(
+            f"native stack {native.id}: healthy after (s) {timings}; stopped in {native.stop_seconds} s; "
+            f"logs in {native.root / 'logs'}"
+        )

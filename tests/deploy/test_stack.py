@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import STACK_SMOKE_PREFIX
 from tests.stack_dags.stack_smoke import handoff_key
-from tests.support.stack import NativeStack
+from tests.support.stack import NativeStack, StackError
 from tests.support.stack.polling import wait_until
 
 pytestmark = pytest.mark.stack
@@ -89,6 +89,20 @@ def test_clearing_the_run_runs_it_again(stack: NativeStack, handoff_run: str) ->
         "write": ("success", 3), "read": ("success", 3),
     }
     assert handoff_object(stack, handoff_run)["try_number"] == 3
+
+
+def test_a_failed_run_is_reported_with_the_task_log(stack: NativeStack) -> None:
+    dag_id = "stack_failing"
+    stack.wait_for_dag(dag_id)
+    stack.unpause(dag_id)
+    run_id = stack.trigger(dag_id)
+    with pytest.raises(StackError) as failure:
+        stack.wait_for_run(dag_id, run_id, timeout=120)
+    message = str(failure.value)
+    assert f"run {dag_id}/{run_id} ended failed" in message
+    assert "'fail': 'failed'" in message
+    # The task's own log, read from the worker that ran it, is in the error.
+    assert "stack-smoke: this task fails on purpose" in message
 
 
 def test_a_deferrable_sensor_waits_on_the_triggerer(stack: NativeStack) -> None:

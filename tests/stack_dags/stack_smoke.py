@@ -66,3 +66,13 @@ with DAG("stack_sleeper", schedule=None, start_date=START, catchup=False, tags=[
         return int(try_number)
 
     sleep_then_finish()
+
+
+with DAG("stack_failing", schedule=None, start_date=START, catchup=False, tags=["stack"]):
+
+    @task(retries=0)
+    def fail() -> None:
+        """Fails at once: the harness must put this task's log in its error."""
+        raise ValueError("stack-smoke: this task fails on purpose")
+
+    fail()

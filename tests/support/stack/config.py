@@ -129,15 +129,16 @@ def home_environment(home: Path) -> dict[str, str]:
     }
 
 
-def worker_environment(name: str, log_server_port: int) -> dict[str, str]:
+def worker_environment(name: str, log_server_port: int, pythonpath: str = "") -> dict[str, str]:
     """What a Celery worker adds: its task-instance hostname and its own log server port.
 
     :param name: the worker's name (also its Celery hostname and the tasks' ``hostname``).
     :param log_server_port: ``[logging] worker_log_server_port`` of this worker.
+    :param pythonpath: the ``PYTHONPATH`` the worker would have otherwise (kept after the hostname module).
     """
     return {
         "AIRFLOW__CORE__HOSTNAME_CALLABLE": "stack_hostname.hostname",
         "CONVEYOR_STACK_HOSTNAME": name,
-        "PYTHONPATH": str(WORKER_PATH),
+        "PYTHONPATH": os.pathsep.join(part for part in (str(WORKER_PATH), pythonpath) if part),
         "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(log_server_port),
     }

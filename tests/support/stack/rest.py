@@ -23,14 +23,20 @@ class StackApi:
     :param url: the API server's base URL.
     :param passwords: user name -> password (simple auth manager).
     :param diagnostics: returns the log tails to put in an error (given the dag id and run id, if any).
+    :param server_log: returns the tail of the API server's log (added to an error on a 5xx answer).
     """
 
     def __init__(
-        self, url: str, passwords: Mapping[str, str], diagnostics: Callable[[str | None, str | None], str]
+        self,
+        url: str,
+        passwords: Mapping[str, str],
+        diagnostics: Callable[[str | None, str | None], str],
+        server_log: Callable[[], str],
     ) -> None:
         self.url = url
         self.passwords = dict(passwords)
         self._diagnostics = diagnostics
+        self._server_log = server_log
         self._clients: dict[str, httpx.Client] = {}
 
     # -- authentication ------------------------------------------------------------------------
@@ -40,7 +46,7 @@ class StackApi:
         response = httpx.post(
             f"{self.url}/auth/token", json={"username": user, "password": self.passwords[user]}, timeout=30
         )
-        if response.status_code != 201 and response.status_code != 200:
+        if response.status_code not in (200, 201):
             raise StackError(f"token for {user!r}: {response.status_code} {response.text}")
         return str(response.json()["access_token"])
 
@@ -64,7 +70,8 @@ class StackApi:
     def _call(self, method: str, path: str, *, ok: Collection[int] = (200,), **kwargs: Any) -> Any:
         response = self.client().request(method, path, **kwargs)
         if response.status_code not in ok:
-            raise StackError(f"{method} {path}: {response.status_code} {response.text[:2000]}")
+            detail = f"\n{self._server_log()}" if response.status_code >= 500 else ""
+            raise StackError(f"{method} {path}: {response.status_code} {response.text[:2000]}{detail}")
         return response.json() if response.content else None
 
     # -- DAGs ----------------------------------------------------------------------------------

@@ -94,11 +94,14 @@ class NativeStack(StackApi):
             f"http://127.0.0.1:{self.api_port}",
             {name: password for name, (_, password) in self.options.users.items()},
             self.diagnostics,
+            lambda: self._tail_of("api-server"),
         )
         self.redis_db: int | None = None
         self.components: dict[str, Component] = {}
         #: seconds from start() to each component's first healthy check, and "total"
         self.startup_seconds: dict[str, float] = {}
+        #: seconds stop() took (None until stopped)
+        self.stop_seconds: float | None = None
         self._worker_log_ports = {name: free_port() for name in self.options.workers}
         self._secrets = {
             "fernet_key": _fernet_key(),
@@ -136,6 +139,7 @@ class NativeStack(StackApi):
 
         :raises StackError: a process of the stack is still alive afterwards.
         """
+        stopping = time.monotonic()
         self.close()
         if self._celery is not None:
             self._celery.close()
@@ -154,6 +158,7 @@ class NativeStack(StackApi):
                 services.release_redis_db(self.redis_db)
                 self.redis_db = None
             self.databases.drop()
+            self.stop_seconds = round(time.monotonic() - stopping, 1)
 
     def leftover_processes(self) -> list[str]:
         """Every live process still carrying this stack's marker (``pid cmdline``)."""
@@ -224,7 +229,10 @@ class NativeStack(StackApi):
         }
 
     def _start_worker(self, name: str) -> Component:
-        env = self._airflow_env(name, **config.worker_environment(name, self._worker_log_ports[name]))
+        worker = config.worker_environment(
+            name, self._worker_log_ports[name], self._shared_env.get("PYTHONPATH", "")
+        )
+        env = self._airflow_env(name, **worker)
         argv = [
             str(BIN / "airflow"), "celery", "worker", "--celery-hostname", name,
             "--queues", f"{DEFAULT_QUEUE},{name}", "--concurrency", str(self.options.worker_concurrency),

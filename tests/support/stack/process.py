@@ -43,7 +43,7 @@ def _kill_all(procs: Sequence[psutil.Process]) -> None:
     for proc in procs:
         try:
             proc.send_signal(signal.SIGKILL)
-        except psutil.NoSuchProcess:
+        except psutil.Error:
             pass
 
 

@@ -25,6 +25,7 @@ from types import TracebackType
 from typing import Any
 
 import httpx
+import psutil
 
 from tests.support.api import USERS
 from tests.support.stack import config, services
@@ -166,7 +167,7 @@ class NativeStack(StackApi):
         for proc in marked_processes(self.id):
             try:
                 found.append(f"{proc.pid} {' '.join(proc.cmdline())[:120]}")
-            except Exception:  # noqa: BLE001 - it exited meanwhile
+            except psutil.Error:  # it exited meanwhile
                 continue
         return found
 

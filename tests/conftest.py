@@ -6,17 +6,22 @@ imports Airflow. Every session gets databases of its own, dropped at the end.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psycopg
 import pytest
 
 from tests.support import postgres
+
+if TYPE_CHECKING:
+    from tests.support.stack import NativeStack, StackOptions
 
 REPO = Path(__file__).resolve().parents[1]
 SESSION = f"{os.getpid()}"
@@ -146,3 +151,59 @@ def api_server(_api_server_process):
     """A real ``airflow api-server`` on the session's metadata DB, the Conveyor plugin mounted."""
     assert _api_server_process is not None
     return _api_server_process.wait_ready(180)
+
+
+# -- the native deployment (tests/support/stack) ----------------------------------------------------
+
+#: The smoke DAGs' hand-off objects live below this key prefix of the stack's bucket.
+STACK_SMOKE_PREFIX = "smoke"
+_STARTED_STACKS: list[NativeStack] = []
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test on the native stack carries the ``stack`` marker (``pytest -m stack`` runs them alone)."""
+    for item in items:
+        if "stack" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.stack)
+
+
+@pytest.fixture(scope="session")
+def stack_options() -> StackOptions:
+    """What the session's stack deploys: the bundled DAGs and the harness's smoke DAGs.
+
+    Override this fixture in a ``conftest.py`` to deploy something else (that directory's tests then
+    get a stack of their own).
+    """
+    from tests.support.stack import StackOptions
+
+    options = StackOptions(dag_folders=(REPO / "dags", REPO / "tests" / "stack_dags"))
+    return dataclasses.replace(
+        options,
+        env={
+            "STACK_SMOKE_S3_BASE": f"s3://{options.bucket}/{STACK_SMOKE_PREFIX}",
+            "STACK_SMOKE_CONN_ID": options.storage_conn_id,
+        },
+    )
+
+
+@pytest.fixture(scope="session")
+def stack(stack_options: StackOptions, tmp_path_factory: pytest.TempPathFactory) -> Iterator[NativeStack]:
+    """A real native Airflow deployment (CeleryExecutor, two workers, S3 on loopback), once per session.
+
+    Its logs stay in pytest's temporary folder (``stack*/logs``) after the session.
+    """
+    from tests.support.stack import NativeStack
+
+    with NativeStack(tmp_path_factory.mktemp("stack"), stack_options) as native:
+        _STARTED_STACKS.append(native)
+        yield native
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    for native in _STARTED_STACKS:
+        timings = ", ".join(f"{name} {seconds}" for name, seconds in native.startup_seconds.items())
+        terminalreporter.write_line(
+            f"native stack {native.id}: healthy after (s) {timings}; stopped in {native.stop_seconds} s; "
+            f"logs in {native.root / 'logs'}"
+        )

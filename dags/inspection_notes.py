@@ -9,7 +9,6 @@ from datetime import timedelta
 
 import pendulum
 from airflow.sdk import DAG, Param
-from conveyor_examples.inspection_notes import INSPECTIONS, SUMMARIZE
 
 from conveyor import (
     AIStepOperator,
@@ -21,6 +20,7 @@ from conveyor import (
     default_args,
     recovery,
 )
+from conveyor_examples.inspection_notes import INSPECTIONS, SUMMARIZE
 
 PERSON = recovery(Recovery.MANUAL_INTERVENTION, why="a person decides; after the timeout the run goes on without")
 

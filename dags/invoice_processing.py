@@ -20,8 +20,6 @@ from datetime import timedelta
 
 import pendulum
 from airflow.sdk import DAG, Param
-from conveyor_examples.invoices import CLASSIFY_SPEND, EXTRACT_FIELDS, PayInvoicesOperator
-from conveyor_examples.invoices import INVOICES as WORKFLOW
 
 from conveyor import (
     AIStepOperator,
@@ -34,6 +32,8 @@ from conveyor import (
     default_args,
     recovery,
 )
+from conveyor_examples.invoices import CLASSIFY_SPEND, EXTRACT_FIELDS, PayInvoicesOperator
+from conveyor_examples.invoices import INVOICES as WORKFLOW
 
 INBOX = "{{ params.inbox_path or var.value.get('conveyor_invoice_inbox', 'inbox/invoice_processing') }}"
 MODEL = "{{ var.value.get('conveyor_invoice_model', 'local') }}"

@@ -20,8 +20,6 @@ from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.sdk import DAG, Param
 from airflow.sdk.definitions.callback import AsyncCallback
 from airflow.sdk.definitions.deadline import DeadlineAlert, DeadlineReference
-from conveyor_examples.supplier_exceptions import CLASSIFY_EXCEPTION
-from conveyor_examples.supplier_exceptions import SUPPLIER_EXCEPTIONS as WORKFLOW
 
 from conveyor import (
     AIStepOperator,
@@ -35,6 +33,8 @@ from conveyor import (
     default_args,
     recovery,
 )
+from conveyor_examples.supplier_exceptions import CLASSIFY_EXCEPTION
+from conveyor_examples.supplier_exceptions import SUPPLIER_EXCEPTIONS as WORKFLOW
 
 EXTRACT = (
     "{{ params.extract_path or var.value.get('conveyor_supplier_extract', 'feeds/supplier_exceptions/extract.csv') }}"

@@ -8,9 +8,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from conveyor_examples.supplier_exceptions import ExceptionClassification
-
 from conveyor.ledger import Ledger, NewItem
+from conveyor_examples.supplier_exceptions import ExceptionClassification
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "include" / "data"

@@ -6,13 +6,13 @@ import json
 import math
 
 import pytest
-from conveyor_examples.invoices import InvoiceFields
-from conveyor_examples.supplier_exceptions import ExceptionClassification
 from pydantic import BaseModel
 
 from conveyor.ai import confidence
 from conveyor.ai.batching import ITEM_FIELD, batch_message, batch_schema, read_batch
 from conveyor.ai.definitions import AITask
+from conveyor_examples.invoices import InvoiceFields
+from conveyor_examples.supplier_exceptions import ExceptionClassification
 
 
 def answer(number: int, category: str = "quality") -> dict:

@@ -91,10 +91,9 @@ def test_a_batch_the_endpoint_keeps_failing_waits_for_the_task_retry_without_sin
 
 
 def test_each_item_of_a_batch_is_cached_under_its_own_input(ledger, llm: LLMServer):
-    from conveyor_examples.supplier_exceptions import CLASSIFY_EXCEPTION
-
     from conveyor.ai.cache import ResultCache
     from conveyor.ai.definitions import ItemView
+    from conveyor_examples.supplier_exceptions import CLASSIFY_EXCEPTION
 
     rows = exception_rows(6)
     seed_exceptions(ledger, "r1", rows)

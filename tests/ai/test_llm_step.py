@@ -7,13 +7,13 @@ import math
 import time
 
 import pytest
-from conveyor_examples.invoices import EXTRACT_FIELDS as EXTRACT_INVOICE_FIELDS
-from conveyor_examples.supplier_exceptions import CLASSIFY_EXCEPTION
 
 from conveyor.ai.definitions import AITask
 from conveyor.ai.errors import AIStepFailed
 from conveyor.ai.retries import RetryPolicy
 from conveyor.ai.runner import StepConfig, run_step
+from conveyor_examples.invoices import EXTRACT_FIELDS as EXTRACT_INVOICE_FIELDS
+from conveyor_examples.supplier_exceptions import CLASSIFY_EXCEPTION
 from tests.ai.conftest import BACKUP_CONN, PRIMARY_CONN
 from tests.ai.seeding import INBOX, SUPPLIER_CATEGORIES, exception_rows, invoice_payload, seed, seed_exceptions
 

@@ -7,12 +7,12 @@ import math
 from datetime import date
 
 import pytest
-from conveyor_examples.invoice_extractor import extract, parse_number
-from conveyor_examples.supplier_drafter import draft
 
 from conveyor.ai import checks, confidence
 from conveyor.ai.models.classifier import get_classifier
 from conveyor.ai.retries import RetryPolicy, is_transient
+from conveyor_examples.invoice_extractor import extract, parse_number
+from conveyor_examples.supplier_drafter import draft
 from tests.ai.seeding import DATA, INBOX, MALFORMED_INVOICES, exception_labels, exception_rows
 
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from conveyor_examples.supplier_exceptions import CLASSIFY_EXCEPTION
 
+from conveyor_examples.supplier_exceptions import CLASSIFY_EXCEPTION
 from tests.ai.conftest import PRIMARY_CONN
 from tests.ai.seeding import context, exception_rows, seed_exceptions
 
@@ -64,11 +64,10 @@ def test_items_per_call_comes_from_a_rendered_template_and_a_bad_value_fails_wit
 
 
 def test_declared_task_and_fields_are_checked_before_anything_runs(ledger):
-    from conveyor_examples.invoices import CLASSIFY_SPEND
-
     from conveyor.ai.definitions import get_ai_task, register_ai_task
     from conveyor.ai.operators import AIStepOperator
     from conveyor.ai.runner import AIStepRunner, StepConfig
+    from conveyor_examples.invoices import CLASSIFY_SPEND
 
     assert AIStepOperator.template_fields == (
         "run_id",

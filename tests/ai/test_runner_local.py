@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from conveyor_examples.invoices import CLASSIFY_SPEND
-from conveyor_examples.invoices import EXTRACT_FIELDS as EXTRACT_INVOICE_FIELDS
-from conveyor_examples.supplier_exceptions import CLASSIFY_EXCEPTION
 
 from conveyor.ai.errors import AIStepFailed
 from conveyor.ai.runner import StepConfig, run_step
+from conveyor_examples.invoices import CLASSIFY_SPEND
+from conveyor_examples.invoices import EXTRACT_FIELDS as EXTRACT_INVOICE_FIELDS
+from conveyor_examples.supplier_exceptions import CLASSIFY_EXCEPTION
 from tests.ai.seeding import (
     INBOX,
     MALFORMED_INVOICES,

@@ -13,9 +13,8 @@ FORK = mp.get_context("fork")
 
 
 def _run(queue: Any, run_id: str, try_number: int, params: dict[str, Any]) -> None:
-    from conveyor_examples.supplier_exceptions import CLASSIFY_EXCEPTION
-
     from conveyor.ai.operators import AIStepOperator
+    from conveyor_examples.supplier_exceptions import CLASSIFY_EXCEPTION
 
     try:
         operator = AIStepOperator(

@@ -10,9 +10,9 @@ from datetime import timedelta
 
 import pendulum
 from airflow.sdk import DAG, Param, task
-from conveyor_examples.supplier_exceptions import CLASSIFY_EXCEPTION
 
 from conveyor.ai.operators import AIStepOperator
+from conveyor_examples.supplier_exceptions import CLASSIFY_EXCEPTION
 
 START = pendulum.datetime(2026, 1, 1, tz="UTC")
 

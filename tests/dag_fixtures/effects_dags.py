@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pendulum
 from airflow.sdk import DAG, Param, task
-from conveyor_examples.invoices import PayInvoicesOperator
 
 from conveyor import ApprovalRoutingOperator, ArchiveOperator, EffectOutcome, ItemEffectOperator, PublishOperator
+from conveyor_examples.invoices import PayInvoicesOperator
 
 START = pendulum.datetime(2026, 1, 1, tz="UTC")
 

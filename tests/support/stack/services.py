@@ -59,7 +59,6 @@ class Databases:
     def create(self) -> None:
         """Clone the metadata DB from the template; create the ledger DB and run its migrations."""
         from conveyor.ledger import Ledger
-
         from tests.support.airflow_env import create_metadata_db
 
         create_metadata_db(self.metadata)

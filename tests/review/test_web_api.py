@@ -64,6 +64,39 @@ def test_every_route_needs_an_authenticated_user(clients, ledger):
     assert ledger.get(f"{WF}:A").status == "pending_review"
 
 
+def test_every_mounted_route_and_the_schema_and_docs_refuse_a_missing_or_forged_token_as_airflow_does(
+    clients, ledger
+):
+    from conveyor.review.webapp import create_app
+
+    route_to_review(ledger, WF, "run-1", pending=["A"])
+    anonymous = clients["anonymous"]
+    forged_headers = {"Authorization": "Bearer not.a.token", "Accept": "application/json"}
+    airflow_answer = anonymous.get("/api/v2/dags", headers=forged_headers).status_code
+    samples = {"item_id": quote(f"{WF}:A", safe=""), "workflow": WF, "path": "review.js", "name": "review.js"}
+    routes = [r for r in create_app().routes if getattr(r, "methods", None)]
+    paths = {r.path for r in routes}
+    assert {"/openapi.json", "/docs", "/redoc"} <= paths
+    checked = 0
+    for route in routes:
+        url = "/conveyor" + route.path
+        for name, value in samples.items():
+            url = url.replace("{" + name + ":path}", value).replace("{" + name + "}", value)
+        assert "{" not in url, f"no sample value for {route.path}"
+        for method in sorted(route.methods - {"HEAD"}):
+            body = {"action": "approve"} if method == "POST" else None
+            missing = anonymous.request(method, url, json=body, headers={"Accept": "application/json"})
+            assert missing.status_code == 401, (method, url, missing.text)
+            forged = anonymous.request(method, url, json=body, headers=forged_headers)
+            assert forged.status_code == airflow_answer, (method, url, forged.text)
+            checked += 1
+    assert checked >= 12
+    schema = clients["admin"].get("/conveyor/openapi.json")
+    assert schema.status_code == 200 and "/api/review/queue" in schema.json()["paths"]
+    assert clients["admin"].get("/conveyor/docs").status_code == 200
+    assert ledger.get(f"{WF}:A").status == "pending_review"
+
+
 def test_queue_lists_filters_and_pages(clients, ledger):
     route_to_review(ledger, WF, "run-1", pending=["A", "B"], quarantined=["C"], priorities={"B": 9})
     route_to_review(ledger, "invoice_processing", "run-2", quarantined=["INV-1"])

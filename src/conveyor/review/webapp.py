@@ -56,18 +56,38 @@ def create_app(router_factories: Sequence[str] | None = None) -> FastAPI:
     """
     from fastapi import FastAPI, HTTPException, Request
     from fastapi.exception_handlers import http_exception_handler
-    from fastapi.responses import RedirectResponse
+    from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+    from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 
     from conveyor.review.auth import require_plugin_view
 
+    # FastAPI's own schema and docs routes would skip the app's dependencies (answering anyone):
+    # they are off, and served below as routes of the app, behind Airflow's authentication.
     app = FastAPI(
         title="Conveyor",
         description="Conveyor's review queue and pages inside the Airflow API server.",
         dependencies=[require_plugin_view],
+        openapi_url=None,
+        docs_url=None,
+        redoc_url=None,
     )
     for spec in router_factories or ROUTER_FACTORIES:
         module_name, _, function = spec.partition(":")
         app.include_router(getattr(importlib.import_module(module_name), function)())
+
+    schema_url = base_url_path(f"{URL_PREFIX}/openapi.json")
+
+    @app.get("/openapi.json", include_in_schema=False)
+    def openapi_schema() -> JSONResponse:
+        return JSONResponse(app.openapi())
+
+    @app.get("/docs", include_in_schema=False)
+    def swagger_docs() -> HTMLResponse:
+        return get_swagger_ui_html(openapi_url=schema_url, title="Conveyor API")
+
+    @app.get("/redoc", include_in_schema=False)
+    def redoc_docs() -> HTMLResponse:
+        return get_redoc_html(openapi_url=schema_url, title="Conveyor API")
 
     @app.exception_handler(HTTPException)
     async def login_for_pages(request: Request, exc: HTTPException) -> Any:

@@ -21,6 +21,7 @@ import pytest
 from tests.support import postgres
 
 if TYPE_CHECKING:
+    from tests.ai.llm_server import LLMServer
     from tests.support.stack import NativeStack, StackOptions
 
 REPO = Path(__file__).resolve().parents[1]
@@ -168,9 +169,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.stack)
 
 
+#: Where the bundled workflows keep their files on the stack: every Conveyor file on its S3 API.
+STACK_CONVEYOR_PREFIX = "conveyor"
+#: The stack's pydanticai connection to the loopback LLM server (a DAG uses it when a Variable says so).
+STACK_LLM_CONN = "conveyor_llm_stack"
+
+
 @pytest.fixture(scope="session")
-def stack_options() -> StackOptions:
-    """What the session's stack deploys: the bundled DAGs and the harness's smoke DAGs.
+def stack_llm() -> Iterator[LLMServer]:
+    """The OpenAI-compatible test server on 127.0.0.1 the stack's workers may call (tests/ai/llm_server.py)."""
+    from tests.ai.llm_server import LLMServer
+
+    server = LLMServer()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def stack_options(stack_llm: LLMServer) -> StackOptions:
+    """What the session's stack deploys: the bundled DAGs (their files on S3, an LLM on loopback one
+    Variable away) and the harness's smoke DAGs.
 
     Override this fixture in a ``conftest.py`` to deploy something else (that directory's tests then
     get a stack of their own).
@@ -178,11 +196,17 @@ def stack_options() -> StackOptions:
     from tests.support.stack import StackOptions
 
     options = StackOptions(dag_folders=(REPO / "dags", REPO / "tests" / "stack_dags"))
+    llm = {"conn_type": "pydanticai", "host": stack_llm.base_url, "password": "sk-stack-test",
+           "extra": {"model": "openai-chat:fake-model"}}
     return dataclasses.replace(
         options,
         env={
             "STACK_SMOKE_S3_BASE": f"s3://{options.bucket}/{STACK_SMOKE_PREFIX}",
             "STACK_SMOKE_CONN_ID": options.storage_conn_id,
+            "AIRFLOW__CONVEYOR__STORAGE_BASE": f"s3://{options.bucket}/{STACK_CONVEYOR_PREFIX}",
+            "AIRFLOW__CONVEYOR__STORAGE_CONN_ID": options.storage_conn_id,
+            "AIRFLOW__CONVEYOR__REVIEW_POKE_SECONDS": "2",
+            f"AIRFLOW_CONN_{STACK_LLM_CONN.upper()}": json.dumps(llm),
         },
     )
 

@@ -187,6 +187,19 @@ class AIStepRunner:
             ).fetchall()
         return [ItemView(item_id=r[0], payload=r[1], ai_result=r[2]) for r in rows]
 
+    def _render(self, views: Sequence[ItemView], hashed: bool) -> tuple[dict[str, ModelInput], dict[str, str]]:
+        """Each item's model input, or why it cannot have one."""
+        inputs: dict[str, ModelInput] = {}
+        errors: dict[str, str] = {}
+        for view in views:
+            try:
+                data, digest = self.task.model_input(view, hashed=hashed)
+            except InputError as exc:
+                errors[view.item_id] = str(exc)
+                continue
+            inputs[view.item_id] = ModelInput(item_id=view.item_id, data=data, input_hash=digest)
+        return inputs, errors
+
     # -- answering a chunk -------------------------------------------------------------------
 
     async def _answer(self, model: StepModel, inputs: Sequence[ModelInput]) -> list[Prediction]:
@@ -429,15 +442,9 @@ class AIStepRunner:
         try:
             for number, chunk in enumerate(_chunks(ids, c.batch_size), start=1):
                 views = await asyncio.to_thread(self._load, chunk)
-                inputs: dict[str, ModelInput] = {}
-                input_errors: dict[str, str] = {}
-                for view in views:
-                    try:
-                        data, digest = self.task.model_input(view, hashed=hashed)
-                    except InputError as exc:
-                        input_errors[view.item_id] = str(exc)
-                        continue
-                    inputs[view.item_id] = ModelInput(item_id=view.item_id, data=data, input_hash=digest)
+                # Off the event loop: a task's render may read files (object storage's clients run an
+                # event loop of their own and cannot be called from inside this one).
+                inputs, input_errors = await asyncio.to_thread(self._render, views, hashed)
                 answers = await self._predict(list(inputs.values()))
                 predictions = dict(zip(inputs, answers, strict=True))
                 await asyncio.to_thread(self._flush_cache)  # before anything moves: never paid twice

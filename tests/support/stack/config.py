@@ -99,12 +99,12 @@ def shared_environment(
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
             "AIRFLOW__CORE__DAGS_FOLDER": str(dag_folders[0]),
             "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": bundle_config(dag_folders),
-            # The conveyor plugin registers through its entry point; plugins/.airflowignore keeps the
-            # folder scan from importing it twice (as in docker-compose.yaml, where this is mounted).
+            # The conveyor plugin registers through the installed package's entry point; the project's
+            # plugins/ folder holds nothing of it (as in docker-compose.yaml, where this is mounted).
             "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
             "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(trigger_log_port),
-            # Read-only data of the image (sample data, suites, prompts), as docker-compose mounts it.
-            "CONVEYOR_INCLUDE": str(REPO / "include"),
+            # Read-only data of the project (sample data, suites, prompts): include/ beside the DAGs
+            # folder, [conveyor] include_folder's default, as docker-compose mounts it.
             **TIMING,
         }
     )

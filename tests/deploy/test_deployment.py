@@ -1,0 +1,285 @@
+"""The bundled workflows on a real deployment: what ``dag.test()`` hides.
+
+The session's native stack (tests/support/stack): api-server, scheduler, dag-processor, triggerer and
+two Celery workers that share no disk; every Conveyor file on an S3 API on loopback; the ledger and
+the settings loaded as docker-compose's init loads them. Runs are triggered over REST with
+``logical_date: null`` (what the API and the UI's trigger form send), the people work through the
+plugin's review API and Airflow's HITL API, and runs are cleared through Airflow's REST API.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conveyor.ledger import Ledger
+from conveyor.quickstart import sample_feeds
+from conveyor.quickstart.reviewer import ScriptedReviewer, WorkflowRun
+from tests.conftest import STACK_CONVEYOR_PREFIX, STACK_LLM_CONN
+from tests.support.stack import NativeStack
+from tests.support.stack.polling import wait_until
+
+# A run on the stack takes minutes (review waits, a retry delay of a minute after a lost worker).
+pytestmark = [pytest.mark.stack, pytest.mark.timeout(1800)]
+
+REPO = Path(__file__).resolve().parents[2]
+DATA = REPO / "include" / "data"
+SUPPLIER, INVOICES = "supplier_exceptions", "invoice_processing"
+
+
+class StackPeople:
+    """The stack's users as the scripted reviewer knows them: a reviewer and a director."""
+
+    def __init__(self, stack: NativeStack) -> None:
+        self.stack = stack
+
+    def client(self, user: str | None = None) -> Any:
+        import httpx
+
+        name = {"reviewer": "rita", "director": "admin"}[user or "reviewer"]
+        # A client of its own: the reviewer thread closes it when it stops.
+        return httpx.Client(base_url=self.stack.url, headers={"Authorization": f"Bearer {self.stack.token(name)}"},
+                            timeout=30)
+
+
+def put(stack: NativeStack, relative: str, text: str) -> None:
+    """A file delivered to the stack's storage base (``s3://bucket/conveyor/<relative>``)."""
+    stack.s3().put_object(Bucket=stack.options.bucket, Key=f"{STACK_CONVEYOR_PREFIX}/{relative}", Body=text.encode())
+
+
+def keys(stack: NativeStack, prefix: str) -> dict[str, str]:
+    """Object key -> ETag of everything under ``conveyor/<prefix>``."""
+    found: dict[str, str] = {}
+    for page in stack.s3().get_paginator("list_objects_v2").paginate(
+        Bucket=stack.options.bucket, Prefix=f"{STACK_CONVEYOR_PREFIX}/{prefix}"
+    ):
+        found.update({o["Key"]: o["ETag"] for o in page.get("Contents", [])})
+    return found
+
+
+def deliver_supplier_extract(stack: NativeStack, delivery: int) -> str:
+    name, text = sample_feeds.csv_delivery(
+        DATA / "supplier_exceptions" / "extract.csv", key="exception_id", date_column="exception_date",
+        delivery=delivery, today=datetime.now(UTC).date(), plant=sample_feeds.plant_supplier_rows,
+    )
+    put(stack, f"feeds/supplier_exceptions/{name}", text)
+    return f"feeds/supplier_exceptions/{name}"
+
+
+def deliver_invoices(stack: NativeStack, delivery: int) -> int:
+    documents = sample_feeds.invoice_documents(DATA / "invoices" / "inbox", delivery, datetime.now(UTC).date())
+    for name, text in documents.items():
+        put(stack, f"inbox/invoice_processing/{name}", text)  # the Variable conveyor_invoice_inbox's default
+    return len(documents)
+
+
+@dataclass
+class Started:
+    """A run triggered over REST, with the scripted people working it."""
+
+    dag_id: str
+    run_id: str
+    reviewer: ScriptedReviewer
+
+
+def start(stack: NativeStack, dag_id: str, conf: dict[str, Any]) -> Started:
+    stack.wait_for_dag(dag_id)
+    stack.unpause(dag_id)
+    run_id = stack.trigger(dag_id, conf)  # "logical_date": null, as the UI's trigger form sends
+    reviewer = ScriptedReviewer(StackPeople(stack), WorkflowRun(dag_id, dag_id, conf), run_id,  # type: ignore[arg-type]
+                                interval=1.0)
+    reviewer.start()
+    return Started(dag_id, run_id, reviewer)
+
+
+def finish(stack: NativeStack, started: Started, timeout: float = 600) -> dict[str, Any]:
+    try:
+        return stack.wait_for_run(started.dag_id, started.run_id, timeout=timeout)
+    finally:
+        started.reviewer.stop()
+        assert started.reviewer.errors == [], started.reviewer.errors
+
+
+def effects(stack: NativeStack, started: Started) -> dict[str, Any]:
+    """Everything a re-run must leave exactly as it was: items, outbox, payments, published files."""
+    ledger = Ledger(stack.databases.ledger_dsn)
+    with ledger.connect() as conn:
+        outbox = conn.execute(
+            "SELECT item_id, step, state, result FROM conveyor.effects WHERE item_id LIKE %s ORDER BY 1, 2",
+            (f"{started.dag_id}:%",),
+        ).fetchall()
+        payments = (
+            conn.execute(
+                "SELECT payment_id, item_id, amount, idempotency_key FROM example_erp.payments WHERE run_id = %s"
+                " ORDER BY payment_id", (started.run_id,),
+            ).fetchall()
+            if started.dag_id == INVOICES else []
+        )
+    return {
+        "statuses": ledger.count_by_status(workflow=started.dag_id, run_id=started.run_id),
+        "outbox": outbox,
+        "payments": payments,
+        "reports": keys(stack, f"reports/{started.dag_id}/"),
+        "archive": keys(stack, f"archive/{started.dag_id}/"),
+    }
+
+
+def scheduled_run(stack: NativeStack, dag_id: str, timeout: float = 120) -> str:
+    """Unpause ``dag_id``: with catchup off, the scheduler creates the run of the latest schedule tick."""
+    stack.wait_for_dag(dag_id)
+    stack.unpause(dag_id)
+
+    def created() -> str | None:
+        runs = stack.client().get(f"/api/v2/dags/{dag_id}/dagRuns", params={"run_type": "scheduled"}).json()
+        return runs["dag_runs"][0]["dag_run_id"] if runs["total_entries"] else None
+
+    return wait_until(created, timeout=timeout, what=f"the scheduled run of {dag_id}")
+
+
+def worked(stack: NativeStack, dag_id: str, run_id: str) -> Started:
+    reviewer = ScriptedReviewer(StackPeople(stack), WorkflowRun(dag_id, dag_id), run_id, interval=1.0)  # type: ignore[arg-type]
+    reviewer.start()
+    return Started(dag_id, run_id, reviewer)
+
+
+@pytest.fixture(scope="module")
+def finished(stack: NativeStack) -> Iterator[dict[str, Started]]:
+    """A fresh deployment, as its operators meet it: the DAGs unpaused (each gets its scheduled run, no
+    conf: the feed locations are the Variables airflow_settings.yaml loaded), then runs triggered over
+    REST; people work every run; all finish."""
+    # The daily extract waits where the Variable conveyor_supplier_extract says; the inbox is empty.
+    put(stack, "feeds/supplier_exceptions/extract.csv",
+        sample_feeds.csv_delivery(DATA / "supplier_exceptions" / "extract.csv", key="exception_id",
+                                  date_column="exception_date", delivery=1, today=datetime.now(UTC).date(),
+                                  plant=sample_feeds.plant_supplier_rows)[1])
+    scheduled = {dag_id: worked(stack, dag_id, scheduled_run(stack, dag_id)) for dag_id in (SUPPLIER, INVOICES)}
+    for started in scheduled.values():
+        finish(stack, started)
+    quiet_hour = {ti["task_id"]: ti["state"] for ti in stack.task_instances(INVOICES, scheduled[INVOICES].run_id)}
+    assert quiet_hour["intake"] == "skipped" and set(quiet_hour.values()) == {"skipped"}, quiet_hour
+
+    extract = deliver_supplier_extract(stack, delivery=2)
+    invoices = deliver_invoices(stack, delivery=1)
+    runs = {SUPPLIER: start(stack, SUPPLIER, {"extract_path": extract}),
+            INVOICES: start(stack, INVOICES, {})}  # no conf: the inbox is the deployment's Variable
+    for started in runs.values():
+        finish(stack, started)
+    statuses = effects(stack, runs[INVOICES])["statuses"]
+    assert statuses.get("archived", 0) + statuses.get("rejected", 0) == invoices, statuses
+    yield {**runs, "scheduled_supplier": scheduled[SUPPLIER]}
+
+
+def test_a_scheduled_run_on_a_fresh_deployment_reads_its_feed_from_the_deployment_config(
+    stack: NativeStack, finished: dict[str, Started]
+) -> None:
+    scheduled = finished["scheduled_supplier"]
+    assert scheduled.run_id.startswith("scheduled__")
+    states = effects(stack, scheduled)["statuses"]
+    assert set(states) == {"published", "rejected"} and states["rejected"] == 3, states
+
+
+def test_runs_triggered_without_a_logical_date_finish_and_publish_through_object_storage(
+    stack: NativeStack, finished: dict[str, Started]
+) -> None:
+    supplier, invoices = finished[SUPPLIER], finished[INVOICES]
+    assert stack.run(SUPPLIER, supplier.run_id)["logical_date"] is None
+    states = effects(stack, supplier)["statuses"]
+    assert set(states) == {"published", "rejected"} and states["rejected"] == 3, states
+    [report] = [k for k in keys(stack, f"reports/{SUPPLIER}/")
+                if f"/{supplier.run_id.replace(':', '_')}/" in k and k.endswith(".md")]
+    text = stack.s3().get_object(Bucket=stack.options.bucket, Key=report)["Body"].read().decode()
+    run_after = stack.run(SUPPLIER, supplier.run_id)["run_after"][:10]
+    assert text.startswith(f"# Supplier exceptions {run_after}\n")  # the title's date without a logical date
+    assert supplier.reviewer.signoffs == 1
+
+    paid = effects(stack, invoices)
+    assert paid["statuses"].get("archived") == len(paid["payments"]) > 0
+    assert len(paid["archive"]) == len(paid["payments"])
+    assert keys(stack, "inbox/invoice_processing/") == {}  # every document was taken out of the inbox
+
+    # The workers kept nothing on their own disks: every file went through the bucket.
+    for name in stack.worker_names:
+        assert list((stack.worker_home(name) / "cwd").iterdir()) == [], name
+    hosts = {ti["hostname"] for run in (supplier, invoices) for ti in stack.task_instances(run.dag_id, run.run_id)
+             if ti["hostname"]}
+    assert len(hosts) == 2, hosts  # the runs' tasks ran on both workers
+
+
+@pytest.mark.parametrize(
+    ("task_ids", "downstream"),
+    [(None, False), (["middle"], True)],
+    ids=["every_task", "one_middle_task_with_downstream"],
+)
+def test_clearing_a_finished_run_through_the_rest_api_changes_no_effect(
+    stack: NativeStack, finished: dict[str, Started], task_ids: list[str] | None, downstream: bool
+) -> None:
+    middle = {SUPPLIER: "review_drafts", INVOICES: "validate"}
+    for started in (finished[SUPPLIER], finished[INVOICES]):
+        before = effects(stack, started)
+        tries_before = {ti["task_id"]: ti["try_number"] for ti in stack.task_instances(started.dag_id, started.run_id)}
+        cleared = stack.clear(started.dag_id, started.run_id,
+                              task_ids=None if task_ids is None else [middle[started.dag_id]],
+                              include_downstream=downstream)
+        assert cleared, started.dag_id
+        again = Started(started.dag_id, started.run_id,
+                        ScriptedReviewer(StackPeople(stack), WorkflowRun(started.dag_id, started.dag_id),  # type: ignore[arg-type]
+                                         started.run_id, interval=1.0))
+        again.reviewer.start()
+        finish(stack, again)
+        tries = {ti["task_id"]: ti["try_number"] for ti in stack.task_instances(started.dag_id, started.run_id)}
+        assert {t for t in tries if tries[t] > tries_before[t]} == {ti["task_id"] for ti in cleared}
+        assert effects(stack, started) == before, started.dag_id
+
+
+def test_a_worker_killed_in_the_middle_of_the_ai_step_loses_no_item_and_repays_at_most_one_chunk(
+    stack: NativeStack, stack_llm: Any
+) -> None:
+    """The supplier workflow on the loopback LLM (one Variable away); ``kill -9`` of the worker running
+    the AI step once its first chunk is committed."""
+    stack.client().post("/api/v2/variables", json={"key": "conveyor_supplier_model", "value": STACK_LLM_CONN})
+    stack_llm.configure(reset=True, latency=0.3, record_prompts=True)
+    try:
+        started = start(stack, SUPPLIER, {"extract_path": deliver_supplier_extract(stack, delivery=3)})
+        ledger = Ledger(stack.databases.ledger_dsn)
+        victim = stack.worker_running(SUPPLIER, started.run_id, "classify_and_draft", timeout=300)
+
+        def first_chunk_committed() -> bool:
+            with ledger.connect() as conn:
+                (moved,) = conn.execute(
+                    "SELECT count(*) FROM conveyor.transitions WHERE run_id = %s AND from_status = 'validated'",
+                    (started.run_id,),
+                ).fetchone()
+            return moved >= 200  # AIStepOperator's batch_size: one commit per chunk
+
+        wait_until(first_chunk_committed, timeout=240, what="the AI step's first chunk")
+        stack.kill_worker(victim)
+        try:
+            run = finish(stack, started, timeout=600)
+        finally:
+            stack.restart_worker(victim)
+    finally:
+        stack.client().delete("/api/v2/variables/conveyor_supplier_model")
+
+    assert run["state"] == "success"
+    tries = stack.tries(SUPPLIER, started.run_id, "classify_and_draft")
+    assert [t["hostname"] for t in tries][0] == victim and tries[-1]["hostname"] != victim
+    with ledger.connect() as conn:
+        (validated,) = conn.execute(
+            "SELECT count(*) FROM conveyor.transitions WHERE run_id = %s AND to_status = 'validated'",
+            (started.run_id,),
+        ).fetchone()
+        out_of_validated = conn.execute(
+            "SELECT item_id, count(*) FROM conveyor.transitions WHERE run_id = %s AND from_status = 'validated'"
+            " GROUP BY item_id", (started.run_id,),
+        ).fetchall()
+    assert len(out_of_validated) == validated  # no item lost...
+    assert {n for _, n in out_of_validated} == {1}  # ...and none processed twice
+    calls = stack_llm.stats()["calls"]
+    print(f"kill -9 of {victim} during classify_and_draft: {validated} items, {calls} model calls, "
+          f"tries on {[t['hostname'] for t in tries]}")
+    assert validated <= calls <= validated + 200, (calls, validated)  # at most the chunk in flight again

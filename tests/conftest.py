@@ -186,7 +186,16 @@ def stack_llm() -> Iterator[LLMServer]:
 
 
 @pytest.fixture(scope="session")
-def stack_options(stack_llm: LLMServer) -> StackOptions:
+def stack_mailbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, list[str]]]:
+    """A real SMTP server on 127.0.0.1 the stack's alerts go to: (port, the subjects received so far)."""
+    from conveyor.quickstart.mailbox import local_mailbox
+
+    with local_mailbox(tmp_path_factory.mktemp("stack-mail")) as mailbox:
+        yield mailbox
+
+
+@pytest.fixture(scope="session")
+def stack_options(stack_llm: LLMServer, stack_mailbox: tuple[int, list[str]]) -> StackOptions:
     """What the session's stack deploys: the bundled DAGs (their files on S3, an LLM on loopback one
     Variable away) and the harness's smoke DAGs.
 
@@ -207,6 +216,12 @@ def stack_options(stack_llm: LLMServer) -> StackOptions:
             "AIRFLOW__CONVEYOR__STORAGE_CONN_ID": options.storage_conn_id,
             "AIRFLOW__CONVEYOR__REVIEW_POKE_SECONDS": "2",
             f"AIRFLOW_CONN_{STACK_LLM_CONN.upper()}": json.dumps(llm),
+            # Alerts reach a person: the session's mailbox (what the shipped conveyor_smtp would be).
+            "AIRFLOW_CONN_CONVEYOR_SMTP": json.dumps({
+                "conn_type": "smtp", "host": "127.0.0.1", "port": stack_mailbox[0],
+                "extra": {"disable_ssl": True, "disable_tls": True, "from_email": "conveyor@stack", "retry_limit": 1},
+            }),
+            "AIRFLOW_VAR_CONVEYOR_ALERT_EMAIL": "ops@stack",
         },
     )
 

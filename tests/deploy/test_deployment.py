@@ -148,7 +148,7 @@ def worked(stack: NativeStack, dag_id: str, run_id: str) -> Started:
 
 
 @pytest.fixture(scope="module")
-def finished(stack: NativeStack) -> Iterator[dict[str, Started]]:
+def finished(stack: NativeStack, stack_mailbox: tuple[int, list[str]]) -> Iterator[dict[str, Started]]:
     """A fresh deployment, as its operators meet it: the DAGs unpaused (each gets its scheduled run, no
     conf: the feed locations are the Variables airflow_settings.yaml loaded), then runs triggered over
     REST; people work every run; all finish."""
@@ -162,6 +162,7 @@ def finished(stack: NativeStack) -> Iterator[dict[str, Started]]:
         finish(stack, started)
     quiet_hour = {ti["task_id"]: ti["state"] for ti in stack.task_instances(INVOICES, scheduled[INVOICES].run_id)}
     assert quiet_hour["intake"] == "skipped" and set(quiet_hour.values()) == {"skipped"}, quiet_hour
+    assert not [s for s in stack_mailbox[1] if INVOICES in s], stack_mailbox[1]  # a quiet hour pages nobody
 
     extract = deliver_supplier_extract(stack, delivery=2)
     invoices = deliver_invoices(stack, delivery=1)
@@ -172,6 +173,22 @@ def finished(stack: NativeStack) -> Iterator[dict[str, Started]]:
     statuses = effects(stack, runs[INVOICES])["statuses"]
     assert statuses.get("archived", 0) + statuses.get("rejected", 0) == invoices, statuses
     yield {**runs, "scheduled_supplier": scheduled[SUPPLIER]}
+
+
+def test_the_other_bundled_dags_run_when_triggered_over_rest_without_a_logical_date(
+    stack: NativeStack, finished: dict[str, Started]
+) -> None:
+    name, text = sample_feeds.csv_delivery(DATA / "inspection_notes" / "notes.csv", key="inspection_id",
+                                           date_column="inspected_on", delivery=1, today=datetime.now(UTC).date())
+    put(stack, f"feeds/inspection_notes/{name}", text)
+    notes = start(stack, "inspection_notes", {"extract_path": f"feeds/inspection_notes/{name}"})
+    finish(stack, notes)
+    assert set(effects(stack, notes)["statuses"]) == {"published", "rejected"}
+    health = start(stack, "workflow_health", {})
+    finish(stack, health)
+    with Ledger(stack.databases.ledger_dsn).connect() as conn:
+        measured = {r[0] for r in conn.execute("SELECT DISTINCT workflow FROM conveyor.metric_snapshots")}
+    assert measured >= {SUPPLIER, INVOICES, "inspection_notes"}  # read from the stored declarations
 
 
 def test_a_scheduled_run_on_a_fresh_deployment_reads_its_feed_from_the_deployment_config(

@@ -3,7 +3,7 @@
     from conveyor import Workflow
 
     INSPECTIONS = Workflow(
-        name="inspection_notes",
+        name="site_inspections",
         chain=("received", "validated", "summarized", "approved", "published"),
         ai_outputs=("summarized",),
         source_field="site_id",

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     status = subparsers.add_parser("status", help="where an item is right now")
-    status.add_argument("item", metavar="ITEM", help="item id, e.g. supplier_exceptions:PO-1042")
+    status.add_argument("item", metavar="ITEM", help="item id: <workflow>:<business key>")
     status.add_argument("--json", action="store_true", help="print JSON")
     status.set_defaults(func=run_status)
 

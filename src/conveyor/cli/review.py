@@ -28,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     queue.set_defaults(func=run_queue)
 
     review = subparsers.add_parser("review", help="decide on an item awaiting review")
-    review.add_argument("item", metavar="ITEM", help="item id, e.g. supplier_exceptions:PO-1042")
+    review.add_argument("item", metavar="ITEM", help="item id: <workflow>:<business key>")
     action = review.add_mutually_exclusive_group(required=True)
     action.add_argument("--approve", dest="action", action="store_const", const="approve")
     action.add_argument("--reject", dest="action", action="store_const", const="reject")

@@ -3,7 +3,7 @@
     from conveyor import TextClassifierModel
 
     risk_model = TextClassifierModel(
-        "inspection_notes_training.csv",     # text,label rows; next to the DAG or include/models/
+        "risk_training.csv",                 # text,label rows; next to the DAG or include/models/
         text="note",                          # the model-input field(s) to read, or a callable
         label_field="risk",                   # the output field the label goes to
         extra=lambda label, data: {"summary": first_sentence(data["note"])},

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 from typing import Any
 
+from conveyor.fields import dig
+
 #: Phrases that say nothing a reviewer or a report reader can act on.
 VAGUE_PHRASES: tuple[str, ...] = (
     "see notes",
@@ -37,15 +39,6 @@ VAGUE_PHRASES: tuple[str, ...] = (
 )
 
 
-def _get(output: Mapping[str, Any], path: str) -> Any:
-    value: Any = output
-    for part in path.split("."):
-        if not isinstance(value, Mapping):
-            return None
-        value = value.get(part)
-    return value
-
-
 def _missing(value: Any) -> bool:
     return (
         value is None
@@ -65,7 +58,7 @@ class Required:
     code: str = "required"
 
     def __call__(self, output: Mapping[str, Any], model_input: Mapping[str, Any]) -> str | None:
-        missing = [f for f in self.fields if _missing(_get(output, f))]
+        missing = [f for f in self.fields if _missing(dig(output, f))]
         if not missing:
             return None
         return (
@@ -88,7 +81,7 @@ class NotVague:
     code: str = "vague"
 
     def __call__(self, output: Mapping[str, Any], model_input: Mapping[str, Any]) -> str | None:
-        text = _get(output, self.field)
+        text = dig(output, self.field)
         if _missing(text):
             return f"{self.field} is empty"
         lowered = str(text).lower()
@@ -113,7 +106,7 @@ class OneSentence:
     code: str = "not_one_sentence"
 
     def __call__(self, output: Mapping[str, Any], model_input: Mapping[str, Any]) -> str | None:
-        text = str(_get(output, self.field) or "").strip()
+        text = str(dig(output, self.field) or "").strip()
         if len(text) > self.max_chars:
             return (
                 f"{self.field} is {len(text)} characters long; "
@@ -140,7 +133,7 @@ class Mentions:
     code: str = "missing_mention"
 
     def __call__(self, output: Mapping[str, Any], model_input: Mapping[str, Any]) -> str | None:
-        text = str(_get(output, self.field) or "").lower()
+        text = str(dig(output, self.field) or "").lower()
         absent = [
             f"{self.labels.get(k, k)} {model_input[k]}"
             for k in self.input_keys
@@ -166,7 +159,7 @@ class InRange:
     code: str = "out_of_range"
 
     def __call__(self, output: Mapping[str, Any], model_input: Mapping[str, Any]) -> str | None:
-        value = _get(output, self.field)
+        value = dig(output, self.field)
         if value is None:
             return None  # Required() reports absence
         try:
@@ -192,7 +185,7 @@ class OneOf:
     code: str = "not_allowed"
 
     def __call__(self, output: Mapping[str, Any], model_input: Mapping[str, Any]) -> str | None:
-        value = _get(output, self.field)
+        value = dig(output, self.field)
         if value is None or value in self.allowed:
             return None
         return f"{self.field} {value!r} is not one of {', '.join(self.allowed)}"
@@ -216,7 +209,7 @@ class PlausibleDates:
 
     def __call__(self, output: Mapping[str, Any], model_input: Mapping[str, Any]) -> str | None:
         today = self.today or date.today()
-        issued, due = _as_date(_get(output, self.issued)), _as_date(_get(output, self.due))
+        issued, due = _as_date(dig(output, self.issued)), _as_date(dig(output, self.due))
         if issued is not None and issued > today + timedelta(days=1):
             return f"{self.issued} {issued.isoformat()} is in the future"
         if issued is not None and issued < today - timedelta(days=self.max_age_days):

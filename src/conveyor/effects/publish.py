@@ -157,7 +157,7 @@ class PublishOperator(LedgerStepOperator):
         }
 
     def _compose(self, items: Sequence[Item], context: Context, ledger: Any) -> dict[str, str]:
-        from conveyor.effects.templates import dig
+        from conveyor.fields import dig
 
         def refuse(why: str) -> AirflowFailException:
             counts = ledger.count_by_status(workflow=self.workflow, run_id=context["run_id"])

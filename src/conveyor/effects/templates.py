@@ -22,14 +22,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-
-def dig(value: Any, path: str) -> Any:
-    """``payload.amount`` of an item dict (None when any part is missing)."""
-    for part in path.split("."):
-        if not isinstance(value, Mapping):
-            return None
-        value = value.get(part)
-    return value
+from conveyor.fields import dig
 
 
 def to_decimal(value: Any) -> Decimal:

@@ -117,6 +117,9 @@ def test_api_serves_the_same_numbers(client, recent):
 
 def test_api_refuses_bad_input_and_reports_an_unreachable_ledger(client):
     assert client.get("/api/metrics/bad:name").status_code == 404
+    for path in ("", "/series", "/runs"):  # a well-formed name nobody declared: 404, not zeros
+        unknown = client.get(f"/api/metrics/never_declared{path}")
+        assert unknown.status_code == 404 and "unknown workflow" in unknown.json()["detail"], path
     assert (
         client.get("/api/metrics/wf_queue/series", params={"days": 90, "bucket_hours": 0.25}).status_code
         == 422

@@ -142,3 +142,16 @@ def agreement(outputs: Sequence[Mapping[str, Any]], label_field: str | None) -> 
     keys = [key(o) for o in outputs]
     winner, count = Counter(keys).most_common(1)[0]
     return keys.index(winner), count / len(outputs)
+
+
+def distinct_figures(value: float, bound: float) -> tuple[str, str]:
+    """A confidence and its threshold with as many decimals as it takes to tell them apart.
+
+    ``0.6978`` below ``0.7`` reads ``0.698`` and ``0.70``, never ``0.70`` below ``0.70``; the bound
+    keeps two decimals when that is its exact value.
+    """
+    for decimals in (2, 3, 4, 6):
+        shown, limit = f"{value:.{decimals}f}", f"{bound:.{decimals}f}"
+        if shown != limit:
+            return shown, f"{bound:.2f}" if float(f"{bound:.2f}") == bound else limit
+    return repr(float(value)), repr(float(bound))

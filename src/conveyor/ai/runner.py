@@ -34,6 +34,7 @@ from typing import Any
 
 from conveyor.ai.cache import CachedAnswer, ResultCache
 from conveyor.ai.checks import run_checks
+from conveyor.ai.confidence import distinct_figures
 from conveyor.ai.definitions import AITask, InputError, ItemView
 from conveyor.ai.errors import AIStepFailed, BreakerOpen, ModelCallError
 from conveyor.ai.models.base import ModelInput, Prediction, StepModel
@@ -99,15 +100,6 @@ class _Outcome:
     failures: Counter[str] = field(default_factory=Counter)
     unprocessed: list[str] = field(default_factory=list)
     breaker: BreakerOpen | None = None
-
-
-def _distinct(value: float, bound: float) -> tuple[str, str]:
-    """Both numbers with as many decimals as it takes to tell them apart (0.6978 < 0.70, not 0.70 < 0.70)."""
-    for decimals in (2, 3, 4, 6):
-        shown, limit = f"{value:.{decimals}f}", f"{bound:.{decimals}f}"
-        if shown != limit:
-            return shown, f"{bound:.2f}" if float(f"{bound:.2f}") == bound else limit
-    return f"{value:.6f}", f"{bound:.6f}"
 
 
 def _chunks(seq: Sequence[str], size: int) -> Iterator[Sequence[str]]:
@@ -356,7 +348,7 @@ class AIStepRunner:
                 )
                 codes.insert(0, "no_confidence")
             elif p.confidence is not None and p.confidence < c.min_confidence:
-                shown, bound = _distinct(p.confidence, c.min_confidence)
+                shown, bound = distinct_figures(p.confidence, c.min_confidence)
                 reasons.insert(0, f"confidence {shown} is below the threshold {bound}{label}")
                 codes.insert(0, "low_confidence")
             result = self.task.merge(view.ai_result, output)

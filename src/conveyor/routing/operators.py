@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any
 
+from conveyor.ai.confidence import distinct_figures
 from conveyor.ledger.actors import task_actor
 from conveyor.ledger_step import LedgerStepOperator
 
@@ -71,7 +72,8 @@ class ApprovalRoutingOperator(LedgerStepOperator):
                 continue
             doubts = []
             if item.confidence is not None and item.confidence < self.min_confidence:
-                doubts.append(f"confidence {item.confidence:.2f} is below {self.min_confidence:.2f}")
+                shown, bound = distinct_figures(item.confidence, self.min_confidence)
+                doubts.append(f"confidence {shown} is below {bound}")
             over = amount > threshold
             if over:
                 doubts.insert(0, f"{self.amount_field} {amount:,.2f} is over the approval threshold {threshold:,.2f}")

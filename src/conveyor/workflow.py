@@ -187,6 +187,13 @@ class Workflow:
             allowed.update((waiting, s) for s in self.chain[1:])
         for waiting in REVIEW_STATUSES:
             allowed.update({(waiting, Status.REJECTED), (waiting, Status.FAILED), (waiting, Status.CANCELLED)})
+        # Corrected input is validated again: it passes to any later step of the chain (the gate's
+        # output), or fails back to quarantined; it may also be rejected, failed or cancelled.
+        allowed.add((Status.QUARANTINED, Status.CORRECTED))
+        allowed.update((Status.CORRECTED, s) for s in self.chain[1:-1])
+        allowed.update(
+            (Status.CORRECTED, s) for s in (Status.QUARANTINED, Status.REJECTED, Status.FAILED, Status.CANCELLED)
+        )
         # A corrected item can come back to a person with the new reason.
         allowed.update({(Status.PENDING_REVIEW, Status.QUARANTINED), (Status.QUARANTINED, Status.PENDING_REVIEW)})
         allowed.update({(Status.FAILED, Status.PENDING_REVIEW), (Status.FAILED, Status.CANCELLED)})
@@ -214,7 +221,7 @@ class Workflow:
         ``review``: waiting for a person; ``gate``: the gate's input; ``model``: before a status an AI
         step writes; ``approval``: before ``approved``; ``publish``: every later step.
         """
-        if status in REVIEW_STATUSES:
+        if status in REVIEW_STATUSES or status == Status.CORRECTED:
             return "review"
         if status not in self.chain or status == self.done:
             return None

@@ -163,3 +163,70 @@ def test_deadline_alert_is_declared_and_its_callback_reaches_a_person(mailbox):
     asyncio.run(deadline_missed(**alert.callback.kwargs))
 
     assert mailbox.subjects == ["[Conveyor] supplier_exceptions: not done by 08:00"]
+
+
+def test_a_row_corrected_during_the_review_is_validated_again_and_published_in_the_same_run(
+    runner, ledger, todays_extract, tmp_path, monkeypatch
+):
+    """The reviewer corrects the negative amount: first wrongly (still negative: the same suite
+    quarantines it again, with the new reason), then rightly; the run publishes it. A doubtful
+    draft is rewritten by the reviewer: the report carries the reviewer's sentence."""
+    from conveyor.quickstart.reviewer import reviewer_policy
+
+    monkeypatch.setenv("CONVEYOR_HOME", str(tmp_path / "home"))
+    attempts: dict[str, int] = {}
+    rewritten: dict[str, str] = {}
+
+    def policy(item: dict) -> tuple:
+        amount = item["payload"].get("amount")
+        if item["status"] == "quarantined" and isinstance(amount, (int, float)) and amount < 0:
+            attempts[item["item_id"]] = attempts.get(item["item_id"], 0) + 1
+            fixed = -1.0 if attempts[item["item_id"]] == 1 else abs(amount)
+            return "correct", "sign typo in the feed", {"amount": fixed}
+        if item["status"] == "pending_review" and item["item_id"] in attempts:
+            return "approve", "checked"
+        if item["status"] == "pending_review" and not rewritten:
+            row = item["payload"]
+            rewritten[item["item_id"]] = (
+                f"{row['supplier_name']} reported an exception on {row['po_number']}, checked by phone with "
+                "the supplier and confirmed by the reviewer."
+            )
+            return "correct", "rewrote the draft", {"draft": rewritten[item["item_id"]]}
+        return reviewer_policy(item)
+
+    run, reviewer = runner.run(WF, {"extract_path": str(todays_extract)}, policy=policy)
+
+    assert run.state == "success", (task_states(run), reviewer.errors)
+    [item_id] = attempts
+    assert attempts[item_id] == 2
+    item = ledger.get(item_id)
+    assert item.status == "published", ledger.history(item_id)
+    assert item.payload["amount"] > 0 and item.payload["supplier_name"]  # merged: the row kept its fields
+    history = ledger.history(item_id)
+    moves = [(r.from_status, r.to_status) for r in history]
+    assert moves[:6] == [
+        (None, "received"),
+        ("received", "quarantined"),
+        ("quarantined", "corrected"),
+        ("corrected", "quarantined"),  # -1.0 is still negative: the same suite says so
+        ("quarantined", "corrected"),
+        ("corrected", "validated"),
+    ]
+    assert history[1].detail == {"gate": "validate", "suite": "supplier_exceptions", "field": "payload"}
+    assert history[2].actor == "reviewer:rita"
+    assert history[2].detail["changes"][0]["field"] == "amount"
+    assert history[2].detail["changes"][0]["after"] == -1.0
+    assert history[3].detail["gate"] == "validate:corrections" and "amount" in (history[3].reason or "")
+    assert history[5].actor.startswith(f"{WF}.review_inputs")
+    assert moves[-1] == ("approved", "published")
+    counts = ledger.count_by_status(workflow=WF, run_id=run.run_id)
+    assert set(counts) == {"published", "rejected"}, counts  # nothing left at received or corrected
+
+    # The rewritten draft: published as the reviewer wrote it, the model's answer kept in the history.
+    [(drafted, sentence)] = rewritten.items()
+    assert ledger.get(drafted).status == "published" and ledger.get(drafted).ai_result["draft"] == sentence
+    [correction] = [r for r in ledger.history(drafted) if r.from_status == "pending_review"]
+    assert correction.to_status == "ai_processed" and correction.detail["ai_task"] == "classify_exception"
+    assert correction.detail["model_answer"]["draft"] != sentence
+    [outbox] = ledger.effects("publish_report").values()
+    assert sentence in storage_path(outbox["result"]["files"][0]).read_text()

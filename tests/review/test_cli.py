@@ -94,8 +94,11 @@ def test_review_decides_and_reports_exit_codes(ledger, capsys):
         "--json",
     )
     assert code == 0
-    assert json.loads(out)["to_status"] == "received"
-    assert ledger.get(f"{WF}:B").payload == {"supplier_id": "S-1"}
+    assert json.loads(out)["to_status"] == "corrected"
+    # Merged field by field: the fields not given keep their value.
+    assert ledger.get(f"{WF}:B").payload == {"key": "B", "amount": 100, "supplier_id": "S-1"}
+    diff = ledger.history(f"{WF}:B")[-1].detail["changes"]
+    assert diff == [{"field": "supplier_id", "before": None, "after": "S-1", "added": True}]
 
 
 def test_review_needs_one_decision_and_a_name(ledger, capsys):

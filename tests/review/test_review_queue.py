@@ -68,7 +68,7 @@ def test_view_shows_history_and_open_decisions(ledger, queue):
     route_to_review(ledger, WF, "run-1", pending=["A"], quarantined=["B"], validated=["C"])
 
     pending = queue.view(f"{WF}:A")
-    assert pending.awaiting_review and pending.actions == [Action.APPROVE, Action.REJECT]
+    assert pending.awaiting_review and pending.actions == [Action.APPROVE, Action.REJECT, Action.CORRECT]
     assert pending.approve_to == "ai_processed"
     assert [r.to_status for r in pending.history] == ["received", "validated", "pending_review"]
     assert pending.last_decision is None
@@ -95,20 +95,26 @@ def test_approve_reject_correct_write_guarded_transitions_with_audit_rows(ledger
         "correct",
         reviewer="carol",
         comment="filled supplier",
-        payload={"key": "D", "supplier_id": "S-7"},
+        changes={"supplier_id": "S-7", "amount": 100},
     )
 
     assert (approved.from_status, approved.to_status) == ("pending_review", "ai_processed")
     assert (rejected.to_status, accepted.to_status, corrected.to_status) == (
         "rejected",
         "validated",
-        "received",
+        "corrected",
     )
     assert ledger.get(f"{WF}:A").status == "ai_processed"
     assert ledger.get(f"{WF}:B").status == "rejected"
     assert ledger.get(f"{WF}:C").status == "validated"
     d = ledger.get(f"{WF}:D")
-    assert d.status == "received" and d.payload == {"key": "D", "supplier_id": "S-7"}
+    # Merged field by field; only what changed is in the audit row's diff.
+    assert d.status == "corrected" and d.payload == {"key": "D", "amount": 100, "supplier_id": "S-7"}
+    assert ledger.history(f"{WF}:D")[-1].detail == {
+        "action": "correct",
+        "field": "payload",
+        "changes": [{"field": "supplier_id", "before": None, "after": "S-7", "added": True}],
+    }
 
     last = ledger.history(f"{WF}:A")[-1]
     assert (last.from_status, last.to_status, last.actor, last.reason) == (
@@ -125,10 +131,14 @@ def test_approve_reject_correct_write_guarded_transitions_with_audit_rows(ledger
 def test_invalid_decisions_are_refused_and_change_nothing(ledger, queue):
     route_to_review(ledger, WF, "run-1", pending=["A"], quarantined=["B"])
 
-    with pytest.raises(InvalidDecision, match="only quarantined input can be corrected"):
-        queue.decide(f"{WF}:A", "correct", reviewer="alice", payload={"x": 1})
-    with pytest.raises(InvalidDecision, match="corrected payload"):
+    with pytest.raises(InvalidDecision, match="corrected fields"):
         queue.decide(f"{WF}:B", "correct", reviewer="alice")
+    with pytest.raises(InvalidDecision, match="changes nothing: amount already"):
+        queue.decide(f"{WF}:B", "correct", reviewer="alice", changes={"amount": 100})
+    with pytest.raises(InvalidDecision, match="non-empty JSON object"):
+        queue.decide(f"{WF}:B", "correct", reviewer="alice", changes={})
+    with pytest.raises(InvalidDecision, match="only accepted with 'correct'"):
+        queue.decide(f"{WF}:B", "approve", reviewer="alice", changes={"amount": 1})
     with pytest.raises(InvalidDecision, match="unknown decision"):
         queue.decide(f"{WF}:A", "maybe", reviewer="alice")
     with pytest.raises(ValueError, match="reviewer name"):
@@ -227,3 +237,71 @@ def test_search_finds_an_item_by_id_or_business_key(ledger, queue):
         "invoice_processing:PO-1042"
     ]
     assert queue.search("PO-9999") == []
+
+
+def _declare_summary_step(ledger: Ledger) -> None:
+    """The AI step of the routed items stores what its answers must be, as AIStepOperator does."""
+    from typing import Literal
+
+    from pydantic import BaseModel, ConfigDict
+
+    from conveyor import AITask, NotVague, Required
+
+    class Summary(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        category: Literal["late_delivery", "quality"]
+        summary: str
+
+    task = AITask(
+        name="summarize_exception",
+        instructions="Summarize.",
+        output_schema=Summary,
+        render=lambda item: dict(item.payload),
+        checks=(Required(("category", "summary")), NotVague("summary")),
+        label_field="category",
+    )
+    ledger.declare_ai_task(WF, "ai_processed", task.declaration(), actor="test.ai#1")
+
+
+def test_correcting_an_ai_answer_merges_checks_keeps_the_models_answer_and_resumes(ledger, queue):
+    route_to_review(ledger, WF, "run-1", pending=["A"])
+    _declare_summary_step(ledger)
+
+    done = queue.decide(
+        f"{WF}:A",
+        "correct",
+        reviewer="alice",
+        comment="category was misspelt",
+        changes={"category": "late_delivery", "summary": "Acme delivered PO-1 two weeks late."},
+    )
+
+    assert (done.from_status, done.to_status) == ("pending_review", "ai_processed")
+    item = ledger.get(f"{WF}:A")
+    assert item.ai_result == {"category": "late_delivery", "summary": "Acme delivered PO-1 two weeks late."}
+    last = ledger.history(f"{WF}:A")[-1]
+    assert last.actor == "reviewer:alice" and last.reason == "category was misspelt"
+    assert last.detail["model_answer"] == {"category": "late delivery", "summary": "maybe"}
+    assert last.detail["model_confidence"] == pytest.approx(0.41)
+    assert last.detail["ai_task"] == "summarize_exception"
+    assert last.detail["changes"] == [
+        {"field": "category", "before": "late delivery", "after": "late_delivery"},
+        {"field": "summary", "before": "maybe", "after": "Acme delivered PO-1 two weeks late."},
+    ]
+
+
+def test_a_corrected_ai_answer_that_breaks_the_schema_or_a_check_is_refused(ledger, queue):
+    route_to_review(ledger, WF, "run-1", pending=["A"])
+    with pytest.raises(InvalidDecision, match="no AI step of workflow 'supplier_exceptions' has stored"):
+        queue.decide(f"{WF}:A", "correct", reviewer="alice", changes={"category": "quality"})
+    _declare_summary_step(ledger)
+
+    with pytest.raises(InvalidDecision, match=r"category: 'late delivery' is not one of \['late_delivery'"):
+        queue.decide(f"{WF}:A", "correct", reviewer="alice", changes={"summary": "Acme was two weeks late."})
+    with pytest.raises(InvalidDecision, match="summary.*vague"):
+        queue.decide(f"{WF}:A", "correct", reviewer="alice", changes={"category": "quality", "summary": "see notes"})
+    with pytest.raises(InvalidDecision, match="'colour' is not part of the answer of AI task 'summarize_exception'"):
+        queue.decide(f"{WF}:A", "correct", reviewer="alice", changes={"category": "quality", "colour": "red"})
+
+    item = ledger.get(f"{WF}:A")
+    assert item.status == "pending_review" and item.ai_result == {"category": "late delivery", "summary": "maybe"}
+    assert len(ledger.history(f"{WF}:A")) == 3

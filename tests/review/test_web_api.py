@@ -214,10 +214,23 @@ def test_correct_and_resubmit_over_http(clients, ledger):
     fixed = rita.post(
         item_url(f"{WF}:Q", "/decision"), json={"action": "correct", "payload": {"supplier_id": "S-9"}}
     )
-    assert fixed.status_code == 200 and fixed.json()["to_status"] == "received"
-    assert ledger.get(f"{WF}:Q").payload == {"supplier_id": "S-9"}
-    wrong = rita.post(item_url(f"{WF}:P", "/decision"), json={"action": "correct", "payload": {"x": 1}})
-    assert wrong.status_code == 422
+    assert fixed.status_code == 200 and fixed.json()["to_status"] == "corrected"
+    assert ledger.get(f"{WF}:Q").payload == {"key": "Q", "amount": 100, "supplier_id": "S-9"}
+    again = rita.post(
+        item_url(f"{WF}:Q", "/decision"), json={"action": "correct", "changes": {"amount": 120}}
+    )
+    assert again.status_code == 409  # corrected: no longer on the queue until validated again
+    view = rita.get(item_url(f"{WF}:Q")).json()
+    assert view["history"][-1]["detail"]["changes"] == [
+        {"field": "supplier_id", "before": None, "after": "S-9", "added": True}
+    ]
+    both = rita.post(
+        item_url(f"{WF}:P", "/decision"),
+        json={"action": "correct", "payload": {"x": 1}, "changes": {"x": 1}},
+    )
+    assert both.status_code == 422 and "not both" in both.json()["detail"]
+    nothing = rita.post(item_url(f"{WF}:P", "/decision"), json={"action": "approve", "changes": {"x": 1}})
+    assert nothing.status_code == 422
     assert rita.post(item_url(f"{WF}:P", "/decision"), json={"action": "maybe"}).status_code == 422
 
 
@@ -291,3 +304,30 @@ def test_page_is_served_with_a_strict_content_security_policy(clients):
     assert script.status_code == 200 and "innerHTML" not in script.text
     assert admin.get("/conveyor/review/static/secrets.txt").status_code == 404
     assert admin.get("/conveyor/review", follow_redirects=False).status_code == 308
+
+
+def test_correcting_an_ai_answer_over_http_answers_422_with_the_problems(clients, ledger):
+    from tests.review.test_review_queue import _declare_summary_step
+
+    route_to_review(ledger, WF, "run-1", pending=["P"])
+    _declare_summary_step(ledger)
+    rita = clients["rita"]
+
+    bad = rita.post(item_url(f"{WF}:P", "/decision"), json={"action": "correct", "changes": {"category": "nope"}})
+    assert bad.status_code == 422
+    assert "does not pass AI task 'summarize_exception'" in bad.json()["detail"]
+    assert ledger.get(f"{WF}:P").status == "pending_review"
+
+    good = rita.post(
+        item_url(f"{WF}:P", "/decision"),
+        json={
+            "action": "correct",
+            "changes": {"category": "quality", "summary": "Acme shipped three pumps with cracked housings on PO-7."},
+        },
+    )
+    assert good.status_code == 200, good.text
+    assert good.json()["to_status"] == "ai_processed"
+    assert good.json()["item"]["ai_result"]["category"] == "quality"
+    last = rita.get(item_url(f"{WF}:P")).json()["history"][-1]
+    assert last["detail"]["model_answer"] == {"category": "late delivery", "summary": "maybe"}
+

@@ -131,6 +131,18 @@ class AITask:
                 lines.append(f"{key}: {value}")
         return "\n".join(lines)
 
+    def declaration(self) -> dict[str, Any]:
+        """What the task promises of its answers, as JSON (stored in the ledger when its step runs):
+        the output JSON schema, the rule checks (``conveyor.ai.checks`` ones with their settings;
+        others by name, marked ``custom``) and the label field."""
+        return {
+            "name": self.name,
+            "output_schema": self.output_schema.model_json_schema(),
+            "checks": [check_spec(c) for c in self.checks],
+            "label_field": self.label_field,
+            "prompt_version": self.prompt_version,
+        }
+
     @property
     def fingerprint(self) -> tuple[Any, ...]:
         """What makes two declarations the same task (a re-imported DAG file declares equal ones)."""
@@ -152,6 +164,19 @@ class AITask:
 
     def __hash__(self) -> int:
         return hash(self.fingerprint)
+
+
+def check_spec(check: Any) -> dict[str, Any]:
+    """A rule check as JSON: ``{"check": "Mentions", "args": {...}}``, or ``{"check", "custom": true}``
+    for a check that is not one of ``conveyor.ai.checks`` (it cannot be rebuilt outside the DAG)."""
+    import dataclasses
+
+    kind = type(check)
+    if dataclasses.is_dataclass(check) and kind.__module__ == "conveyor.ai.checks":
+        args = {f.name: getattr(check, f.name) for f in dataclasses.fields(check)}
+        return {"check": kind.__name__, "args": json.loads(json.dumps(args, default=str))}
+    name = getattr(check, "__qualname__", None) or f"{kind.__module__}.{kind.__qualname__}"
+    return {"check": name, "custom": True}
 
 
 AI_TASKS: dict[str, AITask] = {}

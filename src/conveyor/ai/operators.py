@@ -212,9 +212,14 @@ class AIStepOperator(LedgerStepOperator):
             items_per_call=items_per_call,
             step=self.task_id,
         )
+        ledger = self.ledger(context)
+        # What its answers must be, for the API server to check a reviewer's correction of one.
+        ledger.declare_ai_task(
+            self.workflow, self.to_status or task.to_status, task.declaration(), actor=task_actor(context)
+        )
         try:
             with searching_near(dag_file_folder(context)):
-                summary = run_step(self.ledger(context), config)
+                summary = run_step(ledger, config)
         except AIStepFailed as exc:
             self.log.error("AI step summary: %s", exc.summary)
             if exc.retryable:

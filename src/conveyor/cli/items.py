@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 from typing import TYPE_CHECKING
 
 from conveyor.cli.output import print_json, print_table
@@ -77,6 +78,15 @@ def run_history(args: argparse.Namespace) -> int:
         [(r.at, r.from_status or "(new)", r.to_status, r.actor, r.reason) for r in records],
         ["at", "from", "to", "actor", "reason"],
     )
+    for r in records:  # what reviewers corrected, field by field
+        detail = r.detail if isinstance(r.detail, dict) else {}
+        if detail.get("changes"):
+            from conveyor.review.corrections import describe_changes
+
+            print(f"{r.at:%Y-%m-%d %H:%M:%S} {r.actor} corrected {detail.get('field', 'payload')}: "
+                  f"{describe_changes(detail['changes'], limit=50)}")  # fmt: skip
+            if "model_answer" in detail:
+                print(f"  the model had answered: {json.dumps(detail['model_answer'], default=str)}")
     return 0
 
 

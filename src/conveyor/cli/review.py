@@ -36,7 +36,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--correct",
         dest="corrected",
         metavar="JSON",
-        help="correct a quarantined item: the corrected payload (a JSON object); it goes back to the gate",
+        help="correct the item: the corrected fields (a JSON object), merged into a quarantined item's input "
+        "(validated again by its run) or into a pending item's AI answer (checked, then approved onward)",
     )
     review.add_argument("--by", required=True, metavar="NAME", help="who decides (recorded in the history)")
     review.add_argument("--comment", metavar="TEXT", help="why (recorded in the history)")
@@ -140,7 +141,7 @@ def run_review(args: argparse.Namespace) -> int:
             return 2
     queue = ReviewQueue(Ledger(args.dsn))
     try:
-        result = queue.decide(args.item, action, reviewer=args.by, comment=args.comment, payload=payload)
+        result = queue.decide(args.item, action, reviewer=args.by, comment=args.comment, changes=payload)
     except NotAwaitingReview as exc:  # DecisionConflict included
         if args.json:
             detail = {

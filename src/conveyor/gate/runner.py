@@ -164,6 +164,8 @@ class GateRunner:
         if not config.ledger_mode and not self.key_column:
             raise ValueError(f"suite {self.suite.name!r} declares no key_column; pass key_column")
         self.validator: SuiteValidator | None = None
+        #: the item field the gate validates (``payload``; ledger mode: the reader's)
+        self.item_field = "payload"
         #: runs that received rows of this input before (run id -> when), see _owned_by_run
         self._earlier: dict[str, datetime] = {}
         self._cleanup = ExitStack()
@@ -254,6 +256,7 @@ class GateRunner:
             from conveyor.gate.ledger_input import LedgerReader
 
             item_field = cfg.item_field or ("payload" if self.gate_input == self.flow.first else "ai_result")
+            self.item_field = item_field
             return LedgerReader(
                 self.ledger,
                 cfg.workflow,
@@ -643,6 +646,9 @@ class GateRunner:
             reason=reason_for(findings),
             last_error=error_text(findings, row_label=label, suite=self.suite.name),
             review_target=self.gate_output,
+            # Which gate found it, and in which field: a correction lands there and is validated
+            # again by this gate (see conveyor.review.revalidation).
+            detail={"gate": self.config.step, "suite": self.suite.name, "field": self.item_field},
         )
 
     def _move(self, passing: list[str], failing: dict[str, ItemUpdate], summary: GateSummary) -> None:

@@ -40,6 +40,8 @@ class TransitionRecord:
     at: datetime
     actor: str
     reason: str | None
+    #: what the move recorded besides its reason (a correction's field diff, the gate that quarantined)
+    detail: Any = None
 
 
 ITEM_COLUMNS = ", ".join(Item.__dataclass_fields__)

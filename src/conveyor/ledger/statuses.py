@@ -8,6 +8,8 @@ so a chain can never use them:
 * ``pending_review``: a person must decide (doubtful AI output, an item a step could not handle);
 * ``pending_approval``: a person must approve (a business rule, e.g. an amount over a threshold):
   an approval, not an exception, so the exception rate does not count it;
+* ``corrected``: a reviewer corrected quarantined input; the run's review step validates it again
+  with the gate that quarantined it (to the gate's output, or back to ``quarantined``);
 * ``rejected``, ``failed``, ``cancelled``.
 
 Importing this module is free (plain strings, no driver, no Airflow).
@@ -27,6 +29,7 @@ class Status:
     APPROVED = "approved"
     PUBLISHED = "published"
     QUARANTINED = "quarantined"
+    CORRECTED = "corrected"
     PENDING_REVIEW = "pending_review"
     PENDING_APPROVAL = "pending_approval"
     REJECTED = "rejected"
@@ -41,7 +44,7 @@ EXCEPTION_STATUSES: frozenset[str] = frozenset({Status.QUARANTINED, Status.PENDI
 #: Where an item stops without completing.
 STOPPED_STATUSES: frozenset[str] = frozenset({Status.FAILED, Status.REJECTED, Status.CANCELLED})
 #: Every name a chain may not use.
-RESERVED: frozenset[str] = REVIEW_STATUSES | STOPPED_STATUSES
+RESERVED: frozenset[str] = REVIEW_STATUSES | STOPPED_STATUSES | {Status.CORRECTED}
 
 #: The common chain: what a workflow walks when it declares no chain of its own.
 DEFAULT_CHAIN: tuple[str, ...] = (
@@ -54,6 +57,8 @@ DEFAULT_CHAIN: tuple[str, ...] = (
 
 #: Review statuses in a stable order, as SQL parameters.
 REVIEW_VALUES: list[str] = sorted(REVIEW_STATUSES)
+#: What a review step waits for: items on the queue, and corrected items not validated again yet.
+UNRESOLVED_VALUES: list[str] = sorted(REVIEW_STATUSES | {Status.CORRECTED})
 
 
 def valid_status_name(name: str) -> bool:

@@ -72,7 +72,8 @@ class NewItem:
 class ItemUpdate:
     """Data written together with a status change; fields left unset keep their value.
 
-    ``reason`` always replaces the previous reason (None clears it).
+    ``reason`` always replaces the previous reason (None clears it). ``detail`` is not item data: it
+    is written on the move's audit row (``conveyor.transitions.detail``, e.g. a correction's diff).
     """
 
     reason: str | None = None
@@ -82,6 +83,7 @@ class ItemUpdate:
     payload: Mapping[str, Any] | None = None
     review_target: str | None = None
     add_attempts: int = 0
+    detail: Mapping[str, Any] | None = None
 
 
 @dataclass
@@ -151,6 +153,8 @@ def _move_statement(fields: Sequence[str], *, from_one: bool, versioned: bool = 
     if "reason" not in fields:
         sets.append("reason = %(reason)s")
     audit_reason = "reason" if "reason" in fields else "%(reason)s"
+    audit_detail = "detail::jsonb" if "detail" in fields else "NULL::jsonb"
+    returned = "".join(f", src.{name}" for name in ("reason", "detail") if name in fields)
     update = f"""
     UPDATE conveyor.items i SET
         status = %(to_status)s,
@@ -180,10 +184,11 @@ def _move_statement(fields: Sequence[str], *, from_one: bool, versioned: bool = 
 WITH {given}, moved AS ({update}
     FROM src
     WHERE i.item_id = src.item_id AND i.workflow = src.want_workflow AND i.status = src.want_statuses[1]{version_guard}
-    RETURNING i.item_id, i.run_id{", src.reason" if "reason" in fields else ""}
+    RETURNING i.item_id, i.run_id{returned}
 )
-INSERT INTO conveyor.transitions (item_id, run_id, workflow, from_status, to_status, actor, reason)
-SELECT item_id, run_id, %(workflow)s, %(from_status)s, %(to_status)s, %(actor)s, {audit_reason} FROM moved
+INSERT INTO conveyor.transitions (item_id, run_id, workflow, from_status, to_status, actor, reason, detail)
+SELECT item_id, run_id, %(workflow)s, %(from_status)s, %(to_status)s, %(actor)s, {audit_reason}, {audit_detail}
+FROM moved
 RETURNING item_id
 """
     return f"""
@@ -196,15 +201,16 @@ WITH {given}, locked AS (
 ), moved AS ({update}
     FROM locked src
     WHERE i.item_id = src.item_id
-    RETURNING i.item_id, i.run_id, src.old_status{", src.reason" if "reason" in fields else ""}
+    RETURNING i.item_id, i.run_id, src.old_status{returned}
 )
-INSERT INTO conveyor.transitions (item_id, run_id, workflow, from_status, to_status, actor, reason)
-SELECT item_id, run_id, %(workflow)s, old_status, %(to_status)s, %(actor)s, {audit_reason} FROM moved
+INSERT INTO conveyor.transitions (item_id, run_id, workflow, from_status, to_status, actor, reason, detail)
+SELECT item_id, run_id, %(workflow)s, old_status, %(to_status)s, %(actor)s, {audit_reason}, {audit_detail}
+FROM moved
 RETURNING item_id
 """
 
 
-_TYPES = {"item_id": "text", **{name: kind for name, kind, _, _ in _OPTIONAL_FIELDS}}
+_TYPES = {"item_id": "text", "detail": "text", **{name: kind for name, kind, _, _ in _OPTIONAL_FIELDS}}
 
 
 class Ledger:
@@ -272,6 +278,22 @@ class Ledger:
     def workflow_versions(self, name: str) -> dict[int, Workflow]:
         """Every stored version of a workflow's declaration (oldest first)."""
         return declarations.versions(self.connect, self.dsn, name)
+
+    def declare_ai_task(
+        self, workflow: str, to_status: str, definition: Mapping[str, Any], *, actor: str | None = None
+    ) -> None:
+        """Store what the AI step writing ``to_status`` promises of its answers (see ``ledger.ai_tasks``)."""
+        from conveyor.ledger import ai_tasks
+
+        with self.connect() as conn:
+            ai_tasks.declare(conn, workflow, to_status, definition, actor=actor)
+
+    def ai_tasks(self, workflow: str) -> dict[str, dict[str, Any]]:
+        """The stored AI step declarations of ``workflow``: the status each writes -> its definition."""
+        from conveyor.ledger import ai_tasks
+
+        with self.connect() as conn:
+            return ai_tasks.declared(conn, workflow)
 
     def workflow_names(self) -> list[str]:
         """Every workflow with a stored declaration."""
@@ -463,6 +485,10 @@ class Ledger:
                 elif any(v is not None for v in values):
                     fields.append(name)
                     params[name] = values
+            details = [None if u.detail is None else canonical_json(u.detail) for u in chunk_updates]
+            if any(d is not None for d in details):  # audit data only: no column of the item
+                fields.append("detail")
+                params["detail"] = details
         statement = _move_statement(fields, from_one=len(froms) == 1, versioned=bool(blocked))
         for attempt in range(_DEADLOCK_RETRIES):
             try:

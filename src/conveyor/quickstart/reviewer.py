@@ -15,8 +15,8 @@ from urllib.parse import quote
 
 from conveyor.quickstart.api_server import ApiServer
 
-#: item (as the review API returns it) -> (action, comment)
-Policy = Callable[[dict[str, Any]], tuple[str, str]]
+#: item (as the review API returns it) -> (action, comment), or (action, comment, changes) to correct
+Policy = Callable[[dict[str, Any]], tuple[str, str] | tuple[str, str, dict[str, Any]]]
 
 
 def reviewer_policy(item: dict[str, Any]) -> tuple[str, str]:
@@ -75,9 +75,12 @@ class ScriptedReviewer(threading.Thread):
                           params={"workflow": self.run_spec.workflow, "run_id": self.run_id, "limit": 200})
         page.raise_for_status()
         for item in page.json()["items"]:
-            action, comment = self.run_spec.policy(item)
+            action, comment, *changes = self.run_spec.policy(item)
+            body: dict[str, Any] = {"action": action, "comment": comment}
+            if changes:
+                body["changes"] = changes[0]
             response = client.post(f"/conveyor/api/review/items/{quote(item['item_id'], safe='')}/decision",
-                                   json={"action": action, "comment": comment})
+                                   json=body)
             if response.status_code == 200:
                 self.decisions[action] = self.decisions.get(action, 0) + 1
             elif response.status_code != 409:  # 409: decided meanwhile, fine

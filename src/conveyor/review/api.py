@@ -7,7 +7,12 @@ Routes (every one behind Airflow's authentication, see :mod:`conveyor.review.aut
 * ``GET  /search?q=``: where is item X (exact item id or business key);
 * ``POST /items/{item_id}/decision``: approve, reject or correct; the reviewer is the
   authenticated user. 409 when someone decided first (the answer says who) or the item is not
-  awaiting review.
+  awaiting review. A correction is ``{"action": "correct", "changes": {field: value, ...},
+  "comment": ...}``: the fields are merged into the quarantined item's input (it goes to
+  ``corrected``, validated again by its run) or into the pending item's AI answer (checked against
+  the AI task's output schema and rule checks: 422 with every problem when it fails; approved
+  onward when it passes). ``payload`` is the older name of ``changes``. The field-level diff is in
+  the history's ``detail``.
 
 Mutations are POST only and take a JSON body (a cross-site form cannot send one).
 """
@@ -75,6 +80,9 @@ class TransitionOut(BaseModel):
     at: datetime
     actor: str
     reason: str | None
+    #: what the move recorded: a correction's ``changes`` (field, before, after), the model's
+    #: answer a reviewer corrected (``model_answer``), the gate that quarantined the item
+    detail: dict[str, Any] | None = None
 
     @classmethod
     def of(cls, record: TransitionRecord) -> TransitionOut:
@@ -84,6 +92,7 @@ class TransitionOut(BaseModel):
             at=record.at,
             actor=record.actor,
             reason=record.reason,
+            detail=record.detail if isinstance(record.detail, dict) else None,
         )
 
 
@@ -108,7 +117,10 @@ class DecisionIn(BaseModel):
 
     action: Action
     comment: str | None = Field(default=None, max_length=4000)
-    #: the corrected payload, with ``action = "correct"`` only
+    #: ``action = "correct"`` only: the corrected fields, merged into the quarantined input or
+    #: into the pending item's AI answer
+    changes: dict[str, Any] | None = None
+    #: the older name of ``changes`` (merged too)
     payload: dict[str, Any] | None = None
 
 
@@ -233,7 +245,12 @@ def create_router() -> APIRouter:
         require_dag_access(user, workflow, "PUT")
         try:
             result = queue.decide(
-                item_id, body.action, reviewer=user.get_name(), comment=body.comment, payload=body.payload
+                item_id,
+                body.action,
+                reviewer=user.get_name(),
+                comment=body.comment,
+                changes=body.changes,
+                payload=body.payload,
             )
         except UnknownItem as exc:
             raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None

@@ -22,16 +22,16 @@ from contextlib import asynccontextmanager
 
 import psycopg
 
-from conveyor.ledger.statuses import REVIEW_VALUES
+from conveyor.ledger.statuses import UNRESOLVED_VALUES, Status
 
 log = logging.getLogger(__name__)
 
-_REVIEW_VALUES: list[str] = REVIEW_VALUES
+_UNRESOLVED_VALUES: list[str] = UNRESOLVED_VALUES
 
 #: One statement for every (workflow, run) asked in a batch; each pair is an index range scan of
 #: ``items_workflow_run_status``.
 BATCH_SQL = """
-SELECT k.workflow, k.run_id, count(i.item_id)
+SELECT k.workflow, k.run_id, count(i.item_id), count(i.item_id) FILTER (WHERE i.status = %(corrected)s)
 FROM unnest(%(workflows)s::text[], %(run_ids)s::text[]) AS k(workflow, run_id)
 LEFT JOIN conveyor.items i
        ON i.workflow = k.workflow AND i.run_id = k.run_id AND i.status = ANY(%(statuses)s::text[])
@@ -39,6 +39,17 @@ GROUP BY k.workflow, k.run_id
 """
 
 Key = tuple[str, str]
+
+
+class PendingCount(int):
+    """Items of a run not resolved yet (an ``int``); ``corrected`` of them wait for revalidation."""
+
+    corrected: int
+
+    def __new__(cls, waiting: int = 0, corrected: int = 0) -> PendingCount:
+        count = super().__new__(cls, waiting + corrected)
+        count.corrected = corrected
+        return count
 
 
 def next_tick(interval: float, now: float | None = None) -> float:
@@ -65,17 +76,18 @@ class PendingCounter:
         self.queries = 0
         self.users = 0
         self._conn: psycopg.AsyncConnection | None = None
-        self._waiting: dict[Key, list[asyncio.Future[int]]] = {}
+        self._waiting: dict[Key, list[asyncio.Future[PendingCount]]] = {}
         self._flush: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
 
-    async def pending(self, workflow: str, run_id: str) -> int:
-        """How many items of ``(workflow, run_id)`` are quarantined or pending review now.
+    async def pending(self, workflow: str, run_id: str) -> PendingCount:
+        """How many items of ``(workflow, run_id)`` wait for a person now, or were corrected and wait
+        to be validated again (``.corrected`` of them).
 
         :raises psycopg.Error: the ledger could not be asked (the caller retries on its next tick).
         """
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[int] = loop.create_future()
+        future: asyncio.Future[PendingCount] = loop.create_future()
         self._waiting.setdefault((workflow, run_id), []).append(future)
         if self._flush is None:
             self._flush = loop.create_task(self._send_batch(), name="conveyor-review-pending-batch")
@@ -101,9 +113,9 @@ class PendingCounter:
         for key, futures in batch.items():
             for future in futures:
                 if not future.done():
-                    future.set_result(counts.get(key, 0))
+                    future.set_result(counts.get(key, PendingCount()))
 
-    async def _query(self, keys: list[Key]) -> dict[Key, int]:
+    async def _query(self, keys: list[Key]) -> dict[Key, PendingCount]:
         async with self._lock:
             if self._conn is None or self._conn.closed:
                 self._conn = await psycopg.AsyncConnection.connect(
@@ -116,11 +128,14 @@ class PendingCounter:
                 {
                     "workflows": [k[0] for k in keys],
                     "run_ids": [k[1] for k in keys],
-                    "statuses": _REVIEW_VALUES,
+                    "statuses": _UNRESOLVED_VALUES,
+                    "corrected": Status.CORRECTED,
                 },
             )
             rows = await cursor.fetchall()
-        return {(workflow, run_id): int(n) for workflow, run_id, n in rows}
+        return {
+            (workflow, run_id): PendingCount(int(n) - int(fixed), int(fixed)) for workflow, run_id, n, fixed in rows
+        }
 
     async def _drop_connection(self) -> None:
         conn, self._conn = self._conn, None

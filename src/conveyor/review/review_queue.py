@@ -10,8 +10,14 @@ reviewer's comment as the reason):
 * ``approve``: a ``pending_review`` item resumes its chain at the review target recorded when it
   was routed; a ``quarantined`` item is accepted as ``validated``;
 * ``reject``: the item goes to ``rejected``;
-* ``correct``: a ``quarantined`` item goes back to the gate's input status with a corrected
-  payload, to be validated again.
+* ``correct`` (see :mod:`conveyor.review.corrections`): the fields given are merged into the
+  item's data and the field-level diff is recorded on the audit row. A ``quarantined`` item's
+  correction lands in the field its gate validated (``payload``, or ``ai_result`` for a gate over
+  extracted fields) and the item goes to ``corrected``: the run's review step validates it again
+  with the same gate (to ``validated``, or back to ``quarantined``). A ``pending_review`` item's
+  correction is of its AI answer (``ai_result``): it is checked against the AI task's output
+  schema and rule checks, the model's answer is kept in the audit row, and the item resumes its
+  chain as an approval would.
 
 Two reviewers deciding one item at once: the ledger's from-status guard lets exactly one win; the
 other gets :class:`~conveyor.review.errors.DecisionConflict` naming who decided.
@@ -182,7 +188,7 @@ class ReviewQueue:
         approve_to: str | None = None
         if awaiting:
             actions = [Action.APPROVE, Action.REJECT]
-            if item.status == Status.QUARANTINED:
+            if item.status in (Status.QUARANTINED, Status.PENDING_REVIEW):
                 actions.append(Action.CORRECT)
             approve_to = _approval_target(item, history, self.ledger)
         return ItemView(item, history, awaiting, actions, approve_to, _last_decision(history))
@@ -214,6 +220,7 @@ class ReviewQueue:
         *,
         reviewer: str,
         comment: str | None = None,
+        changes: Mapping[str, Any] | None = None,
         payload: Mapping[str, Any] | None = None,
     ) -> DecisionResult:
         """Apply a reviewer's decision as one guarded ledger transition with its audit row.
@@ -222,7 +229,9 @@ class ReviewQueue:
         :param action: ``approve``, ``reject`` or ``correct``.
         :param reviewer: the person deciding (recorded as ``reviewer:<name>``).
         :param comment: why; recorded as the reason of the transition.
-        :param payload: the corrected payload (``correct`` only; a JSON object).
+        :param changes: ``correct`` only: the corrected fields (a JSON object), merged field by field
+            into the quarantined input, or into a pending item's AI answer.
+        :param payload: the former name of ``changes`` (still accepted; merged too, not replacing).
         :raises UnknownItem: no such item.
         :raises DecisionConflict: someone else decided it first; says who and when.
         :raises NotAwaitingReview: the item is not on the queue and was never decided.
@@ -236,30 +245,32 @@ class ReviewQueue:
             ) from None
         actor = reviewer_actor(reviewer)
         comment = comment.strip() if comment and comment.strip() else None
+        if changes is not None and payload is not None:
+            raise InvalidDecision("give the corrected fields as 'changes' (or the older 'payload'), not both")
+        changes = changes if changes is not None else payload
         if action is Action.CORRECT:
-            if not isinstance(payload, Mapping):
-                raise InvalidDecision("a correction needs the corrected payload as a JSON object")
-        elif payload is not None:
-            raise InvalidDecision(f"a payload is only accepted with 'correct', not with {action.value!r}")
+            if not isinstance(changes, Mapping):
+                raise InvalidDecision("a correction needs the corrected fields as a JSON object ('changes')")
+        elif changes is not None:
+            raise InvalidDecision(f"corrected fields are only accepted with 'correct', not with {action.value!r}")
 
         item = self.ledger.get(item_id)
         if item.status not in REVIEW_STATUSES:
             raise self._refusal(item_id, item.status)
-        flow = self.ledger.workflow(item.workflow)
         if action is Action.APPROVE:
             target = _approval_target(item, self.ledger.history(item_id), self.ledger)
             update = ItemUpdate(reason=comment)
         elif action is Action.REJECT:
             target = Status.REJECTED
             update = ItemUpdate(reason=comment)
+        elif item.status == Status.QUARANTINED:
+            target, update = self._input_correction(item, changes or {}, comment)
+        elif item.status == Status.PENDING_REVIEW:
+            target, update = self._answer_correction(item, changes or {}, comment, actor)
         else:
-            if item.status != Status.QUARANTINED:
-                raise InvalidDecision(
-                    f"item {item_id!r} is {item.status!r}: only quarantined input can be corrected and "
-                    "re-submitted; approve or reject it instead"
-                )
-            target = flow.gate_input
-            update = ItemUpdate(reason=comment, payload=dict(payload or {}))
+            raise InvalidDecision(
+                f"item {item_id!r} is {item.status!r}: an approval is approved or rejected, not corrected"
+            )
 
         result = self.ledger.transition(
             item.workflow, {item_id: update}, to_status=target, actor=actor, from_status=item.status
@@ -268,6 +279,42 @@ class ReviewQueue:
             current = result.not_moved.get(item_id) or item.status
             raise self._refusal(item_id, current)
         return DecisionResult(item_id, action, item.status, target, actor, comment)
+
+    def _input_correction(self, item: Item, changes: Mapping[str, Any], comment: str | None) -> tuple[str, ItemUpdate]:
+        """Quarantined input corrected: merged into the field its gate validated, to ``corrected``."""
+        from conveyor.review.corrections import merge_changes
+
+        found = _quarantine_detail(self.ledger.history(item.item_id))
+        field = found.get("field") if found.get("field") in ("payload", "ai_result") else "payload"
+        current = item.payload if field == "payload" else item.ai_result
+        merged, diff = merge_changes(current, changes, what="the payload" if field == "payload" else "the AI result")
+        detail = {"action": Action.CORRECT.value, "field": field, "changes": diff,
+                  **{k: found[k] for k in ("gate", "suite") if k in found}}  # fmt: skip
+        data = {"payload": merged} if field == "payload" else {"ai_result": merged}
+        update = ItemUpdate(reason=comment, review_target=item.review_target, detail=detail, **data)
+        return Status.CORRECTED, update
+
+    def _answer_correction(
+        self, item: Item, changes: Mapping[str, Any], comment: str | None, actor: str
+    ) -> tuple[str, ItemUpdate]:
+        """A pending item's AI answer corrected: checked like a model's answer, then approved onward."""
+        from conveyor.review.ai_answers import check_answer
+        from conveyor.review.corrections import merge_changes
+
+        history = self.ledger.history(item.item_id)
+        merged, diff = merge_changes(item.ai_result, changes, what="the AI result")
+        checked = check_answer(self.ledger, item, history, merged, [c["field"] for c in diff])
+        detail = {
+            "action": Action.CORRECT.value,
+            "field": "ai_result",
+            "changes": diff,
+            "model_answer": item.ai_result,
+            "model_confidence": item.confidence,
+            "corrected_by": actor,
+            **checked,
+        }
+        target = _approval_target(item, history, self.ledger)
+        return target, ItemUpdate(reason=comment, ai_result=merged, detail=detail)
 
     def _refusal(self, item_id: str, status: str) -> NotAwaitingReview:
         """The error for a decision that cannot apply: who decided first, when known."""
@@ -283,6 +330,14 @@ def _last_decision(history: Sequence[TransitionRecord]) -> TransitionRecord | No
         if record.from_status is not None and record.from_status in REVIEW_STATUSES:
             return record
     return None
+
+
+def _quarantine_detail(history: Sequence[TransitionRecord]) -> dict[str, Any]:
+    """What the latest move to ``quarantined`` recorded (the gate, its suite, the field it read)."""
+    for record in reversed(history):
+        if record.to_status == Status.QUARANTINED:
+            return dict(record.detail) if isinstance(record.detail, Mapping) else {}
+    return {}
 
 
 def _approval_target(item: Item, history: Sequence[TransitionRecord], ledger: Ledger) -> str:

@@ -10,12 +10,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from conveyor.ledger.statuses import REVIEW_VALUES
+from conveyor.ledger.statuses import REVIEW_VALUES, UNRESOLVED_VALUES
 from conveyor.ledger.store import Ledger
 
 _REVIEW_VALUES: list[str] = REVIEW_VALUES
 
-#: One cheap query (index ``items_workflow_run_status``): how many items still wait.
+#: One cheap query (index ``items_workflow_run_status``): how many items still wait (for a person,
+#: or corrected and not validated again yet).
 PENDING_COUNT_SQL = (
     "SELECT count(*) FROM conveyor.items WHERE workflow = %s AND run_id = %s AND status = ANY(%s::text[])"
 )
@@ -25,7 +26,7 @@ PENDING_COUNT_SQL = (
 class RunReviewState:
     """The review state of one run of one workflow.
 
-    :param pending: ids of items still waiting for a person.
+    :param pending: ids of items still waiting for a person (or corrected, not validated again).
     :param decisions: (actor, status the item went to) -> how many decisions.
     :param decided_items: ids of items that left review at least once and no longer wait.
     """
@@ -65,9 +66,9 @@ class RunReviewState:
 
 
 def pending_count(ledger: Ledger, workflow: str, run_id: str) -> int:
-    """How many items of the run still wait for a person (one indexed count)."""
+    """How many items of the run still wait for a person or for revalidation (one indexed count)."""
     with ledger.connect() as conn:
-        row = conn.execute(PENDING_COUNT_SQL, (workflow, run_id, _REVIEW_VALUES)).fetchone()
+        row = conn.execute(PENDING_COUNT_SQL, (workflow, run_id, UNRESOLVED_VALUES)).fetchone()
     return int(row[0]) if row else 0
 
 
@@ -80,7 +81,7 @@ def read_run_state(ledger: Ledger, workflow: str, run_id: str) -> RunReviewState
             for r in conn.execute(
                 "SELECT item_id FROM conveyor.items WHERE workflow = %s AND run_id = %s"
                 " AND status = ANY(%s::text[]) ORDER BY item_id",
-                (workflow, run_id, _REVIEW_VALUES),
+                (workflow, run_id, UNRESOLVED_VALUES),
             ).fetchall()
         ]
         rows = conn.execute(

@@ -5,6 +5,12 @@ Deferrable by default: after one look at the ledger it hands the wait to
 (with ``deferrable=False``) serves deployments without a triggerer: it frees its slot between
 looks, one cheap query each.
 
+**Corrections are validated again before the review counts as done.** An item a reviewer
+corrected (``corrected``) is gated again, in the worker, by the validation gate that quarantined it
+(see :mod:`conveyor.review.revalidation`): passing items move to the gate's output status, where
+the run's later steps pick them up; failing ones go back to the queue with the new reason, and
+the sensor waits on. The trigger wakes the sensor as soon as a correction is seen.
+
 At the timeout the sensor applies the escalation declared for the step:
 
 * ``fail``: the task fails (``AirflowSensorTimeout``, no retry), so the task's failure callback
@@ -60,6 +66,8 @@ class HumanReviewSensor(BaseSensorOperator):
         or its name (templated).
     :param run_id: the run that carries the items (templated; default: this DAG run's id).
     :param escalation: ``fail``, ``proceed`` or ``reject``: what to do at the timeout.
+    :param revalidate: the task id of the validation gate that validates corrected items again
+        (default: the gate each item's quarantine recorded).
     :param deferrable: wait in the triggerer, holding no worker slot (default, unless
         ``mode="reschedule"`` is asked for).
     :param poke_interval: seconds between two looks at the ledger (default
@@ -77,6 +85,7 @@ class HumanReviewSensor(BaseSensorOperator):
         workflow: str | Workflow,
         run_id: str = "{{ run_id }}",
         escalation: Escalation | str = Escalation.FAIL,
+        revalidate: str | None = None,
         deferrable: bool | None = None,
         conn_id: str | None = None,
         **kwargs: Any,
@@ -100,6 +109,7 @@ class HumanReviewSensor(BaseSensorOperator):
             )
         self.workflow, self.declaration = workflow_parts(workflow)
         self.run_id = run_id
+        self.revalidate = revalidate
         self.deferrable = deferrable
         self.conn_id = conn_id or config.ledger_conn_id()
 
@@ -115,8 +125,23 @@ class HumanReviewSensor(BaseSensorOperator):
 
         return pending_count(self._ledger(), self.workflow, self.run_id)
 
+    def _revalidate(self, context: Context) -> None:
+        """Gate the run's corrected items again (nothing to do: one indexed look-up)."""
+        from conveyor.review.revalidation import RevalidationError, describe, revalidate
+
+        try:
+            result = revalidate(
+                self._ledger(), context, workflow=self.workflow, run_id=self.run_id, gate=self.revalidate
+            )
+        except RevalidationError as exc:
+            raise AirflowException(str(exc)) from exc
+        if result["corrected"]:
+            self.log.info("%s", describe(result))
+
     def poke(self, context: Context) -> bool:
-        """True when no item of the run waits for a person (one indexed count)."""
+        """True when no item of the run waits for a person or for revalidation (corrected items are
+        validated again first)."""
+        self._revalidate(context)
         pending = self._pending()
         self.log.info("%d item(s) of %s/%s wait for a person", pending, self.workflow, self.run_id)
         return pending == 0
@@ -165,18 +190,19 @@ class HumanReviewSensor(BaseSensorOperator):
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
         """Resume after the trigger fired: finish, wait again, or escalate."""
-        from conveyor.review.triggers import DECIDED, ERROR, TIMED_OUT, parse_deadline
+        from conveyor.review.triggers import CORRECTED, DECIDED, ERROR, TIMED_OUT, parse_deadline
 
         status = (event or {}).get("status")
         if status == ERROR:
             raise AirflowException(f"review of {self.workflow}/{self.run_id} could not be watched: {event}")
-        if not event or status not in {DECIDED, TIMED_OUT}:
+        if not event or status not in {DECIDED, CORRECTED, TIMED_OUT}:
             raise AirflowException(f"unexpected event from the review trigger: {event!r}")
         deadline = parse_deadline(event.get("deadline")) or datetime.now(UTC)
         started = deadline - timedelta(seconds=self.timeout)
         timed_out = event["status"] == TIMED_OUT
         if not timed_out and not self.poke(context) and datetime.now(UTC) < deadline:
-            # A new item was routed to review after the trigger's last look: keep waiting.
+            # A correction failed its revalidation, or a new item was routed to review after the
+            # trigger's last look: keep waiting.
             self._defer(deadline)
         return self._finish(context, started, deadline, timed_out=timed_out)
 
@@ -189,6 +215,7 @@ class HumanReviewSensor(BaseSensorOperator):
         from conveyor.ledger.statuses import REVIEW_VALUES, Status
         from conveyor.review.run_state import read_run_state
 
+        self._revalidate(context)  # nothing corrected is left unvalidated, whatever the outcome
         ledger = self._ledger()
         state = read_run_state(ledger, self.workflow, self.run_id)
         applied: Escalation | None = None

@@ -2,7 +2,8 @@
 
 It asks the ledger, on every poll tick, how many items of its run still wait for a person (one
 cheap indexed count, batched with every other review trigger of the same triggerer, see
-:mod:`conveyor.review.pending_counter`). It fires when none are left, or when its deadline passes.
+:mod:`conveyor.review.pending_counter`). It fires when none are left, when a reviewer corrected an
+item (the sensor validates it again in a worker, then waits on), or when its deadline passes.
 
 Everything it needs is in its serialized kwargs (the deadline is absolute), so a triggerer that
 restarts recreates it from them and it carries on where it was.
@@ -21,6 +22,7 @@ from conveyor.ledger.connection import CONN_ID
 
 #: Event statuses the trigger yields.
 DECIDED = "decided"
+CORRECTED = "corrected"
 TIMED_OUT = "timed_out"
 ERROR = "error"
 
@@ -121,6 +123,12 @@ class HumanReviewTrigger(BaseTrigger):
                 if pending == 0:
                     self.log.info("every item of %s/%s has a decision", self.workflow, self.run_id)
                     event = self._event(DECIDED, pending=0, polls=polls)
+                    break
+                corrected = getattr(pending, "corrected", 0)
+                if corrected:
+                    self.log.info("%d corrected item(s) of %s/%s to validate again", corrected, self.workflow,
+                                  self.run_id)  # fmt: skip
+                    event = self._event(CORRECTED, pending=int(pending), corrected=corrected, polls=polls)
                     break
                 now = datetime.now(UTC)
                 if self.deadline is not None and now >= self.deadline:

@@ -1,0 +1,138 @@
+"""Corrected input validated again, inside the run that quarantined it.
+
+A reviewer's ``correct`` moves a quarantined item to ``corrected`` with its merged data. The
+run's :class:`~conveyor.review.sensors.HumanReviewSensor` does not count the review done while
+such items wait: it gates them with the same :class:`~conveyor.gate.operators.ValidationGateOperator`
+that quarantined them (its suite, suite parameters and reference time, rendered for this run),
+in ledger mode over the ``corrected`` items. Passing items go to the gate's output status
+(``validated``), where the run's later steps pick them up; failing ones go back to
+``quarantined`` with the new reason, on the queue again.
+
+The gate is the one the quarantine recorded (``detail.gate`` of the item's move to
+``quarantined``), or the one the sensor names (``revalidate=``). Its batch record and findings
+are written under ``<gate>:corrections``, next to the gate's own.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from conveyor.ledger.statuses import Status
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from conveyor.ledger.store import Ledger
+
+#: The suffix of the revalidation's step name in batch records and gate results.
+STEP_SUFFIX = ":corrections"
+
+#: The gate named by each corrected item's latest move to ``quarantined`` (index ``transitions_item``).
+_GATES_SQL = """
+SELECT i.item_id, q.gate
+FROM conveyor.items i
+LEFT JOIN LATERAL (
+    SELECT t.detail->>'gate' AS gate FROM conveyor.transitions t
+    WHERE t.item_id = i.item_id AND t.to_status = 'quarantined'
+    ORDER BY t.id DESC LIMIT 1
+) q ON true
+WHERE i.workflow = %s AND i.run_id = %s AND i.status = %s
+ORDER BY i.item_id
+"""
+
+
+class RevalidationError(RuntimeError):
+    """Corrected items cannot be validated again by this run (no such gate in its DAG)."""
+
+
+def corrected_gates(ledger: Ledger, workflow: str, run_id: str) -> dict[str, str | None]:
+    """Corrected items of the run waiting to be validated again -> the gate that quarantined them."""
+    with ledger.connect() as conn:
+        rows = conn.execute(_GATES_SQL, (workflow, run_id, Status.CORRECTED)).fetchall()
+    return {item_id: (gate.split(":", 1)[0] if gate else None) for item_id, gate in rows}
+
+
+def revalidate(
+    ledger: Ledger, context: Context, *, workflow: str, run_id: str, gate: str | None = None
+) -> dict[str, Any]:
+    """Gate the run's corrected items again; returns ``{"corrected", "validated", "quarantined", "gate"}``.
+
+    :param ledger: the ledger.
+    :param context: the calling task's context (the gate's templates are rendered with it).
+    :param workflow: the workflow.
+    :param run_id: the run carrying the items.
+    :param gate: the task id of the gate to use (None: the one each quarantine recorded).
+    :raises RevalidationError: no gate is known for the items, or it is not a validation gate of
+        this DAG.
+    """
+    waiting = corrected_gates(ledger, workflow, run_id)
+    if not waiting:
+        return {"corrected": 0, "validated": 0, "quarantined": 0, "gate": gate}
+    names = {gate} if gate else {g for g in waiting.values()}
+    if None in names:
+        unknown = sorted(i for i, g in waiting.items() if g is None)
+        raise RevalidationError(
+            f"corrected item(s) {', '.join(unknown[:5])} record no gate that quarantined them: name the gate "
+            "with HumanReviewSensor(revalidate='<gate task id>')"
+        )
+    validated = quarantined = 0
+    for name in sorted(n for n in names if n):
+        summary = _run_gate(ledger, context, workflow=workflow, run_id=run_id, step=name)
+        validated += summary.validated
+        quarantined += summary.quarantined
+    return {"corrected": len(waiting), "validated": validated, "quarantined": quarantined,
+            "gate": ", ".join(sorted(n for n in names if n))}  # fmt: skip
+
+
+def _run_gate(ledger: Ledger, context: Context, *, workflow: str, run_id: str, step: str) -> Any:
+    from conveyor.gate.operators import ValidationGateOperator
+    from conveyor.gate.runner import LEDGER_SOURCE, GateRunner
+    from conveyor.include import dag_file_folder, searching_near
+    from conveyor.ledger.actors import task_actor
+
+    task = context["ti"].task
+    dag = getattr(task, "dag", None)
+    if dag is None or not dag.has_task(step):
+        raise RevalidationError(
+            f"corrected items of {workflow}/{run_id} were quarantined by the gate {step!r}, which is not a task "
+            "of this DAG: they cannot be validated again here"
+        )
+    original = dag.get_task(step)
+    if not isinstance(original, ValidationGateOperator):
+        raise RevalidationError(f"task {step!r} is not a ValidationGateOperator: it cannot validate corrections")
+    rendered = copy.copy(original)
+    for name in original.template_fields:  # the gate's settings as its own task rendered them
+        if name not in ("source", "sql"):  # its input is the corrected items, not its file or query
+            setattr(rendered, name, original.render_template(getattr(original, name), context))
+    config = rendered.gate_config(context)
+    flow = ledger.workflow(workflow)
+    gate_input = config.from_status or flow.gate_input
+    if config.ledger_mode:
+        item_field = config.item_field or ("payload" if gate_input == flow.first else "ai_result")
+    else:
+        item_field = "payload"
+    config = dataclasses.replace(
+        config,
+        step=f"{step}{STEP_SUFFIX}",
+        source=LEDGER_SOURCE,
+        sql=None,
+        item_field=item_field,
+        from_status=Status.CORRECTED,
+        to_status=config.to_status or flow.gate_output,
+        min_rows=1,
+        max_age=None,
+        max_exception_rate=1.0,  # each corrected item stands on its own
+    )
+    with searching_near(dag_file_folder(context)):
+        return GateRunner(config, ledger, actor=task_actor(context)).run()
+
+
+def describe(result: Mapping[str, Any]) -> str:
+    """One log line: what the revalidation made of the corrected items."""
+    return (
+        f"{result['corrected']} corrected item(s) validated again by {result['gate']}: "
+        f"{result['validated']} passed, {result['quarantined']} back to quarantined"
+    )

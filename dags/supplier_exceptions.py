@@ -4,8 +4,11 @@
             ─ approve_items ─ publish_report
 
 Bad input never reaches the model: the gate fails the run on a renamed column, an empty, stale or
-re-sent feed, and quarantines bad rows for a person. Doubtful drafts go to the review queue. The
-director signs the report off in Airflow's own approval step; nothing blank is ever published.
+re-sent feed, and quarantines bad rows for a person; a row a reviewer corrects is validated again
+by the same suite and goes on in the same run. Doubtful drafts go to the review queue (a reviewer
+may rewrite one). The director signs the report off in Airflow's own approval step, seeing how many
+items it approves and a preview of the report; a Reject fails the run, naming who and why, and
+alerts a person. Nothing blank is ever published.
 
 The extract is read from the DAG param ``extract_path`` or, for scheduled runs, the Variable
 ``conveyor_supplier_extract`` (a URL, or a path under ``[conveyor] storage_base``).
@@ -16,7 +19,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pendulum
-from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.sdk import DAG, Param
 from airflow.sdk.definitions.callback import AsyncCallback
 from airflow.sdk.definitions.deadline import DeadlineAlert, DeadlineReference
@@ -27,6 +29,7 @@ from conveyor import (
     PromoteItemsOperator,
     PublishOperator,
     Recovery,
+    SignOffOperator,
     SnapshotExtractOperator,
     ValidationGateOperator,
     deadline_missed,
@@ -116,15 +119,17 @@ with DAG(
                         why="reviewers check doubtful drafts; after 45 min the report goes on with the "
                             "confident ones"),
     )
-    director_signoff = ApprovalOperator(
+    director_signoff = SignOffOperator(
         task_id="director_signoff",
+        workflow=WORKFLOW,
+        status="ai_processed",  # the drafts approve_items promotes
+        preview="publish_report",  # the report as publish_report will render it
         subject="Supplier exception report of {{ dag_run.run_after | ds }}: approve for procurement?",
         body="The drafted report of run `{{ run_id }}` is ready. Approve to publish it to procurement; "
-             "reject to hold it.",
+             "reject (with a reason) to stop the run: nothing is published and a person is alerted.",
         response_timeout=timedelta(hours=1),
-        retries=0,
-        doc_md=recovery(Recovery.MANUAL_INTERVENTION, why="the director signs off; the 08:00 deadline alert "
-                        "tells a person when nobody has"),
+        doc_md=recovery(Recovery.MANUAL_INTERVENTION, why="the director signs off; a rejection fails the run "
+                        "with who and why; the 08:00 deadline alert tells a person when nobody has"),
     )
     approve_items = PromoteItemsOperator(
         task_id="approve_items",

@@ -33,6 +33,7 @@ _EXPORTS: dict[str, str] = {
     "AIStepOperator": "conveyor.ai.operators",
     "HumanReviewSensor": "conveyor.review.sensors",
     "Escalation": "conveyor.review.sensors",
+    "SignOffOperator": "conveyor.review.operators",
     "ApprovalRoutingOperator": "conveyor.routing.operators",
     "PromoteItemsOperator": "conveyor.routing.promote",
     "PublishOperator": "conveyor.effects.publish",
@@ -101,6 +102,7 @@ __all__ = [
     "Recovery",
     "Required",
     "ReviewField",
+    "SignOffOperator",
     "SnapshotExtractOperator",
     "Status",
     "StepModel",
@@ -143,6 +145,7 @@ if TYPE_CHECKING:
     from conveyor.monitoring.task_alerts import deadline_missed
     from conveyor.monitoring.tasks import evaluate_health, measure_health, notify_health
     from conveyor.recovery_doc import Recovery, recovery
+    from conveyor.review.operators import SignOffOperator
     from conveyor.review.sensors import Escalation, HumanReviewSensor
     from conveyor.routing.operators import ApprovalRoutingOperator
     from conveyor.routing.promote import PromoteItemsOperator

@@ -75,7 +75,8 @@ class Runner:
     def run(self, dag_id: str, conf: dict[str, Any], *, people: bool = True, reviewers: bool = True,
             when: datetime | None = None,
             adjust: dict[str, dict[str, Any]] | None = None,
-            policy: Any = None, signoff: str = "Approve") -> tuple[Any, ScriptedReviewer]:
+            policy: Any = None, signoff: str = "Approve",
+            signoff_reason: str | None = None) -> tuple[Any, ScriptedReviewer]:
         """One run of a bundled DAG; ``people`` answers sign-offs and (unless ``reviewers`` is False)
         the review queue; ``adjust`` sets task attributes for this run (e.g. a short review timeout);
         ``policy`` decides for the reviewer (default: the quickstart's); ``signoff`` is the
@@ -94,7 +95,7 @@ class Runner:
         when = when or datetime.now(UTC).replace(microsecond=0)
         run_id = DagRun.generate_run_id(run_type=DagRunType.MANUAL, logical_date=when, run_after=when)
         reviewed = dag_id if reviewers and dag_id != "workflow_health" else None
-        spec = WorkflowRun(dag_id, reviewed, conf, signoff=signoff)
+        spec = WorkflowRun(dag_id, reviewed, conf, signoff=signoff, signoff_reason=signoff_reason)
         if policy is not None:
             spec.policy = policy
         reviewer = ScriptedReviewer(_Users(self.api), spec, run_id, interval=0.5)  # type: ignore[arg-type]

@@ -230,3 +230,39 @@ def test_a_row_corrected_during_the_review_is_validated_again_and_published_in_t
     assert correction.detail["model_answer"]["draft"] != sentence
     [outbox] = ledger.effects("publish_report").values()
     assert sentence in storage_path(outbox["result"]["files"][0]).read_text()
+
+
+def test_a_rejected_sign_off_fails_the_run_naming_who_and_why_and_alerts_a_person(
+    runner, ledger, todays_extract, mailbox, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("CONVEYOR_HOME", str(tmp_path / "home"))
+
+    run, reviewer = runner.run(
+        WF, {"extract_path": str(todays_extract)}, signoff="Reject", signoff_reason="totals do not match the ERP"
+    )
+
+    states = task_states(run)
+    assert run.state == "failed", states
+    assert states["director_signoff"] == "failed" and reviewer.signoffs == 1
+    assert states["approve_items"] == states["publish_report"] == "upstream_failed"
+    assert ledger.effects("publish_report") == {}  # nothing was published
+    counts = ledger.count_by_status(workflow=WF, run_id=run.run_id)
+    assert "approved" not in counts and "published" not in counts and counts["ai_processed"] > 0
+    # A person hears it, with who rejected and why.
+    [subject] = [s for s in mailbox.subjects if "director_signoff" in s]
+    [body] = [b for b in mailbox.bodies if "rejected by" in b]
+    assert "failed in run" in subject
+    assert "rejected by admin: totals do not match the ERP" in html.unescape(body)
+
+    # The prompt said what was signed off and showed the report before anything was published.
+    with runner.api.client("admin") as director:
+        details = director.get(f"/api/v2/dags/{WF}/dagRuns/{run.run_id}/hitlDetails").json()["hitl_details"]
+    [prompt] = [d for d in details if d["task_instance"]["task_id"] == "director_signoff"]
+    assert f"**What you sign off:** {counts['ai_processed']} item(s)" in prompt["body"]
+    assert "**Preview of the report** (`supplier_report.md`" in prompt["body"]
+    assert "# Supplier exceptions " in prompt["body"]  # the report's own heading, as it will be published
+    drafts = [i.ai_result["draft"] for i in ledger.items(workflow=WF, run_id=run.run_id, status="ai_processed")]
+    assert sum(d in prompt["body"] for d in drafts) >= 10
+    assert "… (preview cut at 20,000 of " in prompt["body"]  # a long report is cut, and says so
+    assert prompt["chosen_options"] == ["Reject"]
+    assert prompt["params_input"] == {"reason": "totals do not match the ERP"}

@@ -143,6 +143,25 @@ class PublishOperator(LedgerStepOperator):
 
     # -- content -----------------------------------------------------------------------------
 
+    def preview(self, context: Context, *, status: str) -> dict[str, str]:
+        """What this step would publish if the run's items in ``status`` were approved now
+        (``{file name: text}``), rendered with this step's templates and title, writing nothing.
+
+        :raises AirflowFailException: nothing to publish, or an item with an empty required field.
+        """
+        import copy
+
+        from conveyor.include import dag_file_folder, searching_near
+
+        step = copy.copy(self)
+        for name in self.template_fields:
+            setattr(step, name, self.render_template(getattr(self, name), context))
+        ledger = self.ledger(context)
+        items = ledger.items(workflow=self.workflow, run_id=context["run_id"], status=status, limit=None)
+        with searching_near(dag_file_folder(context)):
+            return step._compose(items, context, ledger)
+
+
     def template_context(self, items: Sequence[Item], context: Context) -> dict[str, Any]:
         dag_run = context.get("dag_run")
         run_after = getattr(dag_run, "run_after", None)

@@ -39,6 +39,8 @@ class WorkflowRun:
     conf: dict[str, Any] = field(default_factory=dict)
     policy: Policy = reviewer_policy
     signoff: str = "Approve"
+    #: the reason the director enters with the answer (None: none)
+    signoff_reason: str | None = None
 
 
 class ScriptedReviewer(threading.Thread):
@@ -96,9 +98,11 @@ class ScriptedReviewer(threading.Thread):
             if detail.get("response_received"):
                 continue
             ti = detail["task_instance"]
+            answer: dict[str, Any] = {"chosen_options": [self.run_spec.signoff]}
+            if self.run_spec.signoff_reason is not None:
+                answer["params_input"] = {"reason": self.run_spec.signoff_reason}
             response = client.patch(
-                f"{base}/taskInstances/{ti['task_id']}/{ti.get('map_index', -1)}/hitlDetails",
-                json={"chosen_options": [self.run_spec.signoff]},
+                f"{base}/taskInstances/{ti['task_id']}/{ti.get('map_index', -1)}/hitlDetails", json=answer
             )
             if response.status_code == 200:
                 self.signoffs += 1

@@ -1,0 +1,172 @@
+"""``SignOffOperator``: one person signs a run's output off, and a refusal stops the run visibly.
+
+It is Airflow's human-in-the-loop approval (the standard provider's ``HITLOperator``: the prompt
+shows in the Airflow UI and the REST API, the task waits in ``awaiting_input`` holding no worker
+slot) with what a sign-off needs to mean something:
+
+* **the prompt says what is signed off**: the run's items by status, how many the sign-off
+  approves, and a preview of the report itself (the ``preview=`` publish step's own rendering of
+  the items waiting for the sign-off, written nowhere, shown in the prompt's body);
+* **Reject fails the run**: the task fails (no retry) with who rejected and why (the optional
+  ``reason`` the person enters) in the error, so nothing downstream is approved or published, the
+  run is red, and the task's failure callback tells a person (``alert_on_failure``, Conveyor's
+  alert path, unless the task has a failure callback of its own); the items stay where they are;
+* **Approve** lets the run go on; the response (who, when, reason) is the task's XCom.
+
+::
+
+    SignOffOperator(
+        task_id="director_signoff",
+        workflow=SUPPLIER_EXCEPTIONS,
+        status="ai_processed",            # the items the sign-off approves
+        preview="publish_report",         # a PublishOperator of the DAG
+        subject="Supplier exception report of {{ dag_run.run_after | ds }}: approve for procurement?",
+        response_timeout=timedelta(hours=1),
+    )
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from airflow.providers.standard.operators.hitl import HITLOperator
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from conveyor.workflow import Workflow
+
+APPROVE = "Approve"
+REJECT = "Reject"
+#: The prompt's body is cut after this many characters of preview (the UI shows it as Markdown).
+PREVIEW_CHARS = 20_000
+
+
+class SignOffRejected(Exception):
+    """A person refused the sign-off; the message says who and why."""
+
+
+class SignOffOperator(HITLOperator):
+    """Ask one person to sign a run's output off; Reject fails the run with who and why.
+
+    :param workflow: the workflow (its :class:`~conveyor.workflow.Workflow` or name).
+    :param subject: the prompt's headline (templated).
+    :param body: what the person should check, above the summary and preview (templated).
+    :param status: the status of the items the sign-off approves (counted in the prompt; the
+        preview renders them).
+    :param preview: the task id of a :class:`~conveyor.effects.publish.PublishOperator` of this DAG
+        whose report is previewed in the prompt (None: no preview).
+    :param response_timeout: how long to wait for the person (then the task fails: nobody signed).
+    :param conn_id: the Airflow connection of the ledger (default ``[conveyor] ledger_conn_id``).
+    :param kwargs: the rest of ``HITLOperator``'s arguments (``assigned_users``, ``notifiers``...).
+    """
+
+    template_fields: Sequence[str] = ("subject", "body")
+    ui_color = "#e8daef"
+
+    def __init__(
+        self,
+        *,
+        workflow: str | Workflow,
+        subject: str,
+        body: str | None = None,
+        status: str = "ai_processed",
+        preview: str | None = None,
+        conn_id: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        from airflow.sdk import Param
+        from airflow.sdk.definitions.param import ParamsDict
+
+        from conveyor import config
+        from conveyor.ledger_step import workflow_parts
+        from conveyor.monitoring.task_alerts import alert_on_failure
+
+        for fixed in ("options", "multiple", "defaults"):
+            if fixed in kwargs:
+                raise ValueError(f"SignOffOperator decides its own {fixed!r}: Approve or Reject, one of them")
+        kwargs.setdefault("on_failure_callback", alert_on_failure)
+        kwargs.setdefault("retries", 0)  # a person's refusal is not retried
+        given = kwargs.pop("params", None)  # the DAG's params come along; HITLOperator keeps task ones only
+        params = given if isinstance(given, ParamsDict) else ParamsDict(given or {})
+        params["reason"] = Param(
+            None,
+            type=["null", "string"],
+            title="Reason",
+            description="Why (recorded with the decision; named in the alert when you reject).",
+            source="task",
+        )
+        super().__init__(subject=subject, body=body, options=[APPROVE, REJECT], multiple=False, params=params, **kwargs)
+        self.workflow, self.declaration = workflow_parts(workflow)
+        self.status = status
+        self.preview = preview
+        self.conn_id = conn_id or config.ledger_conn_id()
+
+    def execute(self, context: Context) -> Any:
+        self.body = self._prompt(context)
+        return super().execute(context)
+
+    # -- the prompt --------------------------------------------------------------------------
+
+    def _prompt(self, context: Context) -> str:
+        from conveyor.ledger_step import open_ledger
+
+        ledger = open_ledger(self.conn_id, self.declaration, context)
+        run_id = context["run_id"]
+        counts = ledger.count_by_status(workflow=self.workflow, run_id=run_id)
+        waiting = counts.get(self.status, 0)
+        lines = [self.body.strip(), ""] if self.body and self.body.strip() else []
+        lines.append(
+            f"**What you sign off:** {waiting} item(s) of `{self.workflow}` run `{run_id}` in `{self.status}`."
+        )
+        others = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()) if s != self.status)
+        if others:
+            lines.append(f"Other items of the run: {others}.")
+        lines.append(
+            "Approve to let the run go on; Reject stops it (nothing is approved or published) and tells a person."
+        )
+        if self.preview:
+            lines += ["", "---", "", *self._preview_lines(context)]
+        return "\n".join(lines)
+
+    def _preview_lines(self, context: Context) -> list[str]:
+        from conveyor.effects.publish import PublishOperator
+
+        dag = getattr(context["ti"].task, "dag", None)
+        if dag is None or not dag.has_task(self.preview):
+            return [f"(no preview: task {self.preview!r} is not in this DAG)"]
+        step = dag.get_task(self.preview)
+        if not isinstance(step, PublishOperator):
+            return [f"(no preview: task {self.preview!r} is not a PublishOperator)"]
+        try:
+            outputs = step.preview(context, status=self.status)
+        except Exception as exc:  # the prompt still goes out: the person must know why there is none
+            return [f"**No preview:** {exc}"]
+        name = next((n for n in outputs if n.endswith((".md", ".txt"))), next(iter(outputs)))
+        text = outputs[name]
+        if len(text) > PREVIEW_CHARS:
+            text = text[:PREVIEW_CHARS] + f"\n\n… (preview cut at {PREVIEW_CHARS:,} of {len(text):,} characters)"
+        return [f"**Preview of the report** (`{name}`, as `{self.preview}` will publish it):", "", text]
+
+    # -- the answer --------------------------------------------------------------------------
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
+        from airflow.sdk.exceptions import AirflowFailException
+
+        answer = super().execute_complete(context=context, event=event)
+        chosen = answer["chosen_options"][0]
+        user = answer.get("responded_by_user") or {}
+        who = (user.get("name") or user.get("id") or "someone") if isinstance(user, dict) else str(user)
+        reason = ((answer.get("params_input") or {}).get("reason") or "").strip()
+        self.hitl_summary_extra["approved"] = chosen == APPROVE
+        if chosen == APPROVE:
+            self.log.info("signed off by %s%s", who, f": {reason}" if reason else "")
+            return answer
+        message = (
+            f"sign-off of {self.workflow} run {context['run_id']} rejected by {who}: "
+            f"{reason or 'no reason given'}. Nothing was approved or published; the items stay in "
+            f"{self.status!r} (fix what is wrong, then clear this task to ask again)"
+        )
+        self.log.error("%s", message)
+        raise AirflowFailException(message) from SignOffRejected(message)

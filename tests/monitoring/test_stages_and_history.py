@@ -22,6 +22,7 @@ def test_default_chain_stages():
         "quarantined": "review",
         "pending_review": "review",
         "pending_approval": "review",
+        "corrected": "review",  # corrected input waiting to be validated again by its run
     }
 
 
@@ -36,6 +37,7 @@ def test_invoice_chain_stages_put_extraction_and_classification_on_the_model():
         "quarantined": "review",
         "pending_review": "review",
         "pending_approval": "review",
+        "corrected": "review",  # corrected input waiting to be validated again by its run
     }
 
 

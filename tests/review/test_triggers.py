@@ -243,3 +243,35 @@ def test_trigger_rejects_bad_arguments():
         HumanReviewTrigger(workflow=WF, run_id="r", deadline="2026-01-01T00:00:00")
     with pytest.raises(ValueError, match="poll_interval"):
         HumanReviewTrigger(workflow=WF, run_id="r", poll_interval=0)
+
+
+def test_a_decision_wakes_the_trigger_at_once_not_on_its_next_tick(ledger):
+    """A 60 s poll interval, and the run's last decision ends the wait in about a second: the
+    decision's NOTIFY wakes only the triggers of its run, which look once (batched)."""
+    route_to_review(ledger, WF, "run-1", pending=["A"])
+    route_to_review(ledger, WF, "run-2", pending=["B"])
+    queue = ReviewQueue(ledger)
+    mine = HumanReviewTrigger(workflow=WF, run_id="run-1", deadline=soon(120), poll_interval=60)
+    other = HumanReviewTrigger(workflow=WF, run_id="run-2", deadline=soon(120), poll_interval=60)
+
+    async def scenario():
+        waiting = asyncio.create_task(first_event(mine, timeout=30))
+        bystander = asyncio.create_task(first_event(other, timeout=30))
+        await asyncio.sleep(1.5)  # both looked once and listen
+        counter = next(iter(counters_of_this_loop().values()))
+        looks_before = counter.queries
+        decided_at = time.monotonic()
+        await asyncio.to_thread(queue.decide, f"{WF}:A", "approve", reviewer="alice")
+        event = await waiting
+        woke_after = time.monotonic() - decided_at
+        looks = counter.queries - looks_before
+        notifications = counter.notifications
+        assert not bystander.done(), "a decision on another run must not end this wait"
+        bystander.cancel()
+        return event, woke_after, looks, notifications
+
+    event, woke_after, looks, notifications = asyncio.run(scenario())
+
+    assert event.payload["status"] == "decided"
+    assert woke_after < 5, f"woke {woke_after:.1f}s after the decision (poll interval 60 s)"
+    assert notifications >= 1 and looks == 1

@@ -512,6 +512,23 @@ class Ledger:
         )
         return {item_id: found.get(item_id) for item_id in item_ids}
 
+    # -- change notifications ----------------------------------------------------------------
+
+    #: The channel review decisions are announced on (see ``conveyor.review.pending_counter``).
+    REVIEW_CHANNEL = "conveyor_review"
+
+    def notify_review(self, workflow: str, run_ids: Iterable[str]) -> None:
+        """Tell the review triggers of these runs that a person decided something (NOTIFY, no write):
+        they look at the ledger at once instead of on their next poll tick."""
+        runs = sorted(set(run_ids))
+        if not runs:
+            return
+        with self.connect() as conn:
+            conn.execute(
+                "SELECT pg_notify(%s, %s::text || chr(31) || r) FROM unnest(%s::text[]) AS r",
+                (self.REVIEW_CHANNEL, workflow, runs),
+            )
+
     # -- idempotency keys --------------------------------------------------------------------
 
     def claim_effects(self, step: str, item_ids: Sequence[str], *, actor: str) -> list[str]:

@@ -7,7 +7,14 @@ all the questions asked within a short batching window. Review triggers also pol
 to the wall clock (see :func:`next_tick`), so triggers with the same interval ask together: the
 ledger sees one cheap, indexed query per interval, whatever the number of waiting runs.
 
-The connection is closed when the last trigger using it leaves.
+Between ticks a trigger does not sleep blindly: it waits on :meth:`PendingCounter.wait_for_change`,
+which a second shared connection wakes with ``LISTEN conveyor_review``. Every reviewer decision
+sends ``NOTIFY conveyor_review, '<workflow>\x1f<run id>'`` (:meth:`conveyor.ledger.Ledger.notify_review`),
+so the triggers of that run look again at once (their look is batched as usual); the others are
+not woken. Listening costs one idle backend per triggerer and no query; if it fails, triggers fall
+back to their poll ticks.
+
+The connections are closed when the last trigger using them leaves.
 """
 
 from __future__ import annotations
@@ -39,6 +46,9 @@ GROUP BY k.workflow, k.run_id
 """
 
 Key = tuple[str, str]
+
+#: After the listener fails, triggers only poll for this long before it is tried again.
+LISTEN_RETRY_SECONDS = 30.0
 
 
 class PendingCount(int):
@@ -79,6 +89,64 @@ class PendingCounter:
         self._waiting: dict[Key, list[asyncio.Future[PendingCount]]] = {}
         self._flush: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
+        #: runs whose triggers wait for a change -> their wake-up events
+        self._watchers: dict[Key, set[asyncio.Event]] = {}
+        self._listener: asyncio.Task[None] | None = None
+        #: notifications received (for tests)
+        self.notifications = 0
+        self._listen_again_at = 0.0
+
+    async def wait_for_change(self, workflow: str, run_id: str, timeout: float) -> bool:
+        """Wait until a decision on the run is announced, or ``timeout`` seconds; True when woken."""
+        self._ensure_listener()
+        event = asyncio.Event()
+        watchers = self._watchers.setdefault((workflow, run_id), set())
+        watchers.add(event)
+        try:
+            await asyncio.wait_for(event.wait(), timeout)
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            watchers.discard(event)
+            if not watchers:
+                self._watchers.pop((workflow, run_id), None)
+
+    def _ensure_listener(self) -> None:
+        if time.monotonic() < self._listen_again_at:
+            return  # it failed a moment ago: poll only, do not hammer a ledger that is down
+        if self._listener is None or self._listener.done():
+            self._listen_again_at = time.monotonic() + LISTEN_RETRY_SECONDS
+            self._listener = asyncio.get_running_loop().create_task(
+                self._listen(), name="conveyor-review-listener"
+            )
+
+    async def _listen(self) -> None:
+        from conveyor.ledger.store import Ledger
+
+        try:
+            conn = await psycopg.AsyncConnection.connect(
+                self.dsn, autocommit=True, application_name="conveyor-review-listener", connect_timeout=10
+            )
+        except Exception as exc:
+            log.warning("cannot listen for review decisions (polling only until the next try): %s", exc)
+            return
+        try:
+            await conn.execute(f"LISTEN {Ledger.REVIEW_CHANNEL}")
+            async for note in conn.notifies():
+                self.notifications += 1
+                workflow, _, run_id = note.payload.partition("\x1f")
+                for event in self._watchers.get((workflow, run_id), ()):
+                    event.set()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the next wait starts a new listener
+            log.warning("listening for review decisions failed (polling only until the next try): %s", exc)
+        finally:
+            try:
+                await conn.close()
+            except Exception:
+                log.debug("closing the listener connection failed", exc_info=True)
 
     async def pending(self, workflow: str, run_id: str) -> PendingCount:
         """How many items of ``(workflow, run_id)`` wait for a person now, or were corrected and wait
@@ -146,7 +214,14 @@ class PendingCounter:
                 log.debug("closing a broken ledger connection failed", exc_info=True)
 
     async def close(self) -> None:
-        """Close the shared connection (it reopens on the next question)."""
+        """Close the shared connections (they reopen on the next question)."""
+        listener, self._listener = self._listener, None
+        if listener is not None and not listener.done():
+            listener.cancel()
+            try:
+                await listener
+            except (asyncio.CancelledError, Exception):
+                pass
         async with self._lock:
             await self._drop_connection()
 

@@ -25,6 +25,7 @@ other gets :class:`~conveyor.review.errors.DecisionConflict` naming who decided.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -37,6 +38,8 @@ from conveyor.ledger.actors import reviewer_actor
 from conveyor.ledger.statuses import REVIEW_STATUSES, REVIEW_VALUES, Status, as_statuses
 from conveyor.ledger.store import Item, ItemUpdate, Ledger, TransitionRecord
 from conveyor.review.errors import DecisionConflict, InvalidDecision, NotAwaitingReview
+
+log = logging.getLogger(__name__)
 
 #: Most rows one page of the queue returns.
 MAX_PAGE = 500
@@ -278,6 +281,10 @@ class ReviewQueue:
         if item_id not in result.moved:
             current = result.not_moved.get(item_id) or item.status
             raise self._refusal(item_id, current)
+        try:  # the run's review step wakes now, not on its next poll tick
+            self.ledger.notify_review(item.workflow, [item.run_id])
+        except Exception:  # the decision is committed; the trigger's poll still sees it
+            log.warning("could not notify the review step of %s/%s", item.workflow, item.run_id, exc_info=True)
         return DecisionResult(item_id, action, item.status, target, actor, comment)
 
     def _input_correction(self, item: Item, changes: Mapping[str, Any], comment: str | None) -> tuple[str, ItemUpdate]:

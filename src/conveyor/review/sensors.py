@@ -28,7 +28,7 @@ key ``review_summary`` when the task fails)::
      "needed_review", "decided", "pending", "decided_by": {actor: n}, "outcomes": {status: n},
      "auto_rejected", "waited_seconds", "deadline"}
 
-Report-level sign-off (one decision for a whole report) is Airflow's ``ApprovalOperator``.
+Report-level sign-off (one decision for a whole report) is :class:`~conveyor.review.operators.SignOffOperator`.
 """
 
 from __future__ import annotations

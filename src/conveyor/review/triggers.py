@@ -11,7 +11,6 @@ restarts recreates it from them and it carries on where it was.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
@@ -145,5 +144,6 @@ class HumanReviewTrigger(BaseTrigger):
                     self.run_id,
                     delay,
                 )
-                await asyncio.sleep(delay)
+                # A reviewer's decision on this run wakes it at once (LISTEN/NOTIFY); else the tick.
+                await counter.wait_for_change(self.workflow, self.run_id, delay)
         yield event

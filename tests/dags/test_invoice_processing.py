@@ -97,3 +97,45 @@ def test_invoices_delivered_again_are_set_aside_naming_the_run_that_took_them(
     assert ledger.count_by_status(workflow=WF, run_id=again.run_id) == {}
     assert mailbox.subjects == []
     assert len(payments(ledger, first.run_id)) == ledger.count_by_status(workflow=WF, run_id=first.run_id)["archived"]
+
+
+def test_an_invoice_corrected_during_the_review_is_validated_again_and_paid_in_the_same_run(
+    runner, ledger, tmp_path, monkeypatch
+):
+    """An invoice whose total does not add up is quarantined by the gate over the extracted fields;
+    the reviewer corrects the total; the same suite passes it and the run pays and archives it."""
+    import json
+
+    from conveyor.quickstart.reviewer import reviewer_policy
+
+    monkeypatch.setenv("CONVEYOR_HOME", str(tmp_path / "home"))
+    inbox = tmp_path / "inbox"
+    documents = deliver(inbox)
+    good = json.loads(next(text for name, text in sorted(documents.items()) if name.endswith(".json")))
+    lines_sum = round(sum(li["amount"] for li in good["line_items"]), 2)
+    bad = {**good, "invoice_number": "INV-1001-2026-77777", "total": round(lines_sum + 100, 2)}
+    (inbox / "INV-1001-2026-77777.json").write_text(json.dumps(bad), encoding="utf-8")
+    corrected: list[str] = []
+
+    def policy(item: dict) -> tuple:
+        if (item.get("ai_result") or {}).get("invoice_number") != "INV-1001-2026-77777":
+            return reviewer_policy(item)
+        if item["status"] == "quarantined":
+            corrected.append(item["reason"])
+            return "correct", "the vendor's total was mistyped", {"total": lines_sum}
+        return "approve", "checked"
+
+    run, reviewer = runner.run(WF, {"inbox_path": str(inbox)}, policy=policy)
+
+    assert run.state == "success", (task_states(run), reviewer.errors)
+    assert len(corrected) == 1 and "the total does not equal the sum of the line items" in corrected[0]
+    [item] = [i for i in ledger.items(workflow=WF, run_id=run.run_id, limit=None)
+              if (i.ai_result or {}).get("invoice_number") == "INV-1001-2026-77777"]  # fmt: skip
+    assert item.status == "archived", ledger.history(item.item_id)
+    assert item.ai_result["total"] == lines_sum and item.ai_result["vendor"] == good["vendor"]
+    moves = [(r.from_status, r.to_status) for r in ledger.history(item.item_id)]
+    assert ("quarantined", "corrected") in moves and ("corrected", "validated") in moves
+    [correction] = [r for r in ledger.history(item.item_id) if r.to_status == "corrected"]
+    assert correction.detail["field"] == "ai_result"  # the gate read the extracted fields
+    assert correction.detail["changes"] == [{"field": "total", "before": lines_sum + 100, "after": lines_sum}]
+    assert [p for p in payments(ledger, run.run_id) if p[0] == item.item_id][0][1] == lines_sum

@@ -76,7 +76,13 @@ def checks_of(item: Item) -> list[str]:
         return []
     match = re.match(r"^failed \d+ checks?: (.*)$", reason, re.DOTALL)
     body = match.group(1) if match else reason
-    return [part.strip() for part in body.split("; ") if part.strip()]
+    return [_plain(part.strip()) for part in body.split("; ") if part.strip()]
+
+
+def _plain(check: str) -> str:
+    """A check without the validation library's rule name in front (``expect_...: <sentence>``)."""
+    match = re.match(r"^expect_[a-z0-9_]+:\s*(.+)$", check, re.DOTALL)
+    return match.group(1) if match else check
 
 
 def _json_path(path: str) -> list[str] | None:

@@ -10,6 +10,7 @@
   review_claim_minutes``); renewing one's own claim is fine. 409 ``claimed`` naming the holder
   when another reviewer holds it: the claim is advice only, that reviewer may still decide.
 * ``DELETE /items/{item_id}/claim``: release one's own claim.
+* ``GET    /source/{item_id}``: the input row(s) the gate read for the item and what failed.
 
 The reviewer is always the authenticated Airflow user; mutations take JSON bodies only.
 """
@@ -135,5 +136,16 @@ def create_router() -> APIRouter:
         """Release one's own claim on an item (others' claims stay)."""
         require_dag_access(user, workflow_of(item_id), "GET")
         return {"released": ReviewClaims(queue.ledger, minutes=1).release([item_id], user.get_name())}
+
+    @router.get("/source/{item_id:path}")
+    def source(item_id: str, queue: QueueDep, user: CurrentUser) -> dict[str, Any]:
+        """The input rows the gate read for the item (its row as read and what failed), newest first."""
+        from conveyor.gate.results import GateResultStore
+
+        require_dag_access(user, workflow_of(item_id), "GET")
+        findings = GateResultStore(queue.ledger).for_item(item_id)
+        keep = ("run_id", "step", "row_key", "row_number", "outcome", "failures", "row_data", "suite", "created_at")
+        rows = [{k: f.get(k) for k in keep} for f in findings]  # newest first
+        return {"item_id": item_id, "findings": rows}
 
     return router

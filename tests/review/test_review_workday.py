@@ -115,9 +115,7 @@ def test_run_tab_shows_the_work_full_width_and_decides_by_keyboard(api_server: A
 def test_menu_page_mixed_workflows_bulk_and_claims(api_server: ApiServer, ledger, orders_run):
     route_to_review(ledger, "supplier_exceptions", "run-9", quarantined=["SUP-1", "SUP-2"], pending=["SUP-3"])
     admin = api_server.client("admin")
-    held = admin.post(
-        "/conveyor/api/review/items/review_page_orders%3APO-2026-00003/claim", json={}
-    )
+    held = admin.post("/conveyor/api/review/items/review_page_orders%3APO-2026-00003/claim", json={})
     assert held.status_code == 200
     with chromium_page(1440, 900) as page:
         log_in(page, api_server.url, "rita", "/plugin/conveyor-review")
@@ -159,7 +157,8 @@ def test_menu_page_mixed_workflows_bulk_and_claims(api_server: ApiServer, ledger
         # All matching the filter: reject every quarantined supplier item with one reason.
         frame.select_option("#filter-workflow", "supplier_exceptions")
         frame.wait_for_function(
-            "() => [...document.querySelectorAll('#queue tbody tr')].every(r => r.dataset.itemId.startsWith('supplier'))"
+            "() => [...document.querySelectorAll('#queue tbody tr')]"
+            ".every(r => r.dataset.itemId.startsWith('supplier'))"
         )
         frame.click("#select-all-matching")
         frame.click("#bulk-reject")
@@ -167,7 +166,9 @@ def test_menu_page_mixed_workflows_bulk_and_claims(api_server: ApiServer, ledger
         page.keyboard.press("Enter")
         frame.wait_for_selector("#bulk-result", state="visible")
         frame.wait_for_function("() => document.querySelector('#bulk-result').textContent.startsWith('Rejected')")
-    assert [i.status for i in ledger.items(workflow="supplier_exceptions", status=["pending_review", "quarantined"])] == []
+    assert [
+        i.status for i in ledger.items(workflow="supplier_exceptions", status=["pending_review", "quarantined"])
+    ] == []
     admin.close()
 
 

@@ -60,6 +60,7 @@ def test_reviewer_approves_an_item_from_the_page_in_the_airflow_ui(
     payload_text = review.locator("#item-payload").inner_text()
     assert json.loads(payload_text) == {"note": SCRIPT, "amount": 7}
     assert "<script>window.__pwned = 1</script>" in payload_text
+    review.locator(f"#item-body[data-loaded='{WF}:PO-1']").wait_for()
     assert review.locator("#history tbody tr").count() == 3
 
     # Approve with a comment: the next item opens.

@@ -28,6 +28,7 @@
     busy: false,
     fromList: false,
     decided: new Set(),
+    canDecide: new Map(),
   };
   const metrics = { decisions: [], errors: 0 };
   window.__conveyorReview = metrics;
@@ -292,29 +293,43 @@
     if (next) fetchView(next.item_id).catch(() => {});
   }
 
-  async function openAt(index) {
-    if (index < 0 || index >= state.items.length) return;
+  // Opening an item paints it at once from its queue row (card, checks, payload, model output), then
+  // completes it (history, source row, what the user may do) from the item's own answer, usually
+  // fetched in advance. The returned promise settles at the first paint.
+  function openAt(index) {
+    if (index < 0 || index >= state.items.length) return Promise.resolve();
     moveCursor(index);
-    await openItem(state.items[index].item_id, true);
+    const shown = openItem(state.items[index].item_id, true);
     prefetch(index + 1);
+    return shown;
   }
 
-  async function openItem(itemId, fromList) {
+  function openItem(itemId, fromList) {
     state.current = itemId;
     state.fromList = Boolean(fromList);
     syncUrl();
     $("item-empty").hidden = true;
     $("item-body").hidden = false;
     $("editor").hidden = true;
+    $("claim-note").hidden = true;
+    const listed = state.items.find((i) => i.item_id === itemId);
+    if (listed) {
+      renderItem({
+        item: listed, history: null, source: null, awaiting_review: true, approve_to: listed.review_target,
+        last_decision: null, can_decide: state.canDecide.get(listed.workflow) === true,
+      });
+    }
     claim(itemId);
-    try {
-      const view = await fetchView(itemId);
+    const loaded = fetchView(itemId).then((view) => {
+      state.canDecide.set(view.item.workflow, view.can_decide || state.canDecide.get(view.item.workflow) === true);
       if (state.current === itemId) renderItem(view);
-    } catch (err) {
+    }).catch((err) => {
+      if (state.current !== itemId) return;
       $("item-title").textContent = itemId;
       $("decision").hidden = true;
       setResult("decision-result", err.status === 404 ? "No such item in the ledger." : err.message, "error");
-    }
+    });
+    return listed ? Promise.resolve() : loaded;
   }
 
   function claim(itemId) {
@@ -339,10 +354,10 @@
 
   function renderItem(view) {
     const item = view.item;
+    if ($("item-title").dataset.itemId !== item.item_id) setResult("decision-result", "");
     $("item-title").textContent = item.business_key;
     $("item-title").dataset.itemId = item.item_id;
     $("item-id").textContent = inRun ? "" : item.item_id;
-    setResult("decision-result", "");
     const listed = state.items.find((i) => i.item_id === item.item_id);
     const checks = $("item-checks");
     clear(checks);
@@ -368,6 +383,7 @@
     }
     $("item-payload").textContent = formatJson(item.payload);
     $("item-ai").textContent = formatJson(item.ai_result);
+    $("item-body").dataset.loaded = view.history ? item.item_id : "";
     const source = view.source && view.source[0];
     $("source-box").hidden = !source;
     if (source) {
@@ -376,7 +392,8 @@
     }
     const history = $("history").tBodies[0];
     clear(history);
-    for (const r of view.history) {
+    if (!view.history) history.appendChild(el("tr")).appendChild(el("td", "loading…", "muted"));
+    for (const r of view.history || []) {
       const row = document.createElement("tr");
       for (const text of [formatTime(r.at), r.from_status || "(new)", r.to_status, r.actor, r.reason || ""]) row.appendChild(el("td", text));
       history.appendChild(row);

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from fastapi import FastAPI
@@ -13,6 +14,9 @@ from conveyor.monitoring.api import router
 from tests.monitoring.conftest import MARKUP_SOURCE
 from tests.monitoring.servers import free_port
 from tests.support.browser import chromium_page
+from tests.support.workflows import declaration
+
+SHOTS = Path("/tmp/shots-review-page")
 
 
 @pytest.fixture
@@ -87,3 +91,45 @@ def test_health_page_draws_every_chart_with_data(served, recent, tmp_path):
     shot = tmp_path / "health-wf_queue.png"
     assert shot.stat().st_size > 20_000
     print(f"screenshots in {tmp_path}")
+
+
+@pytest.mark.browser
+def test_time_axes_use_one_unit_and_runs_show_their_airflow_state(served, recent, ledger, airflow_db):
+    from conveyor.ledger import NewItem
+    from tests.dag_fixtures.review_page_dags import failing_dag
+
+    # A run that failed before any of its items moved: 480 received, none done, none in review.
+    run = failing_dag.test()
+    assert str(run.state) in ("failed", "DagRunState.FAILED")
+    ledger.declare(declaration("review_page_failing"), actor="tests")
+    ledger.receive(
+        "review_page_failing", run.run_id, [NewItem(f"F-{n}", {"n": n}) for n in range(480)], actor="t.extract#1"
+    )
+    with chromium_page(1440, 900) as page:
+        problems: list[str] = []
+        page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
+        page.goto(f"{served}/health?workflow=wf_queue")
+        page.wait_for_selector("body[data-state=ready]", timeout=30_000)
+        for chart in ("chart-cycle", "chart-age"):
+            ticks = page.eval_on_selector_all(
+                f"#{chart} svg text[text-anchor=end]", "ts => ts.map(t => t.textContent)"
+            )
+            assert len(set(ticks)) == len(ticks) == 5, ticks
+            assert len({t.split(" ")[-1] for t in ticks}) == 1, ticks  # one unit per axis
+        # The runs table fits its card.
+        fits = page.evaluate(
+            "() => { const p = document.querySelector('#runs').closest('.panel');"
+            " return p.scrollWidth <= p.clientWidth + 1; }"
+        )
+        assert fits
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS / "health.png"), full_page=True)
+
+        page.goto(f"{served}/health?workflow=review_page_failing")
+        page.wait_for_selector("body[data-state=ready]", timeout=30_000)
+        row = page.locator("#runs tr", has_text=run.run_id)
+        assert "failed" in row.locator(".run-state").inner_text()
+        assert "0 of 480" in row.inner_text()
+        page.locator("#runs").scroll_into_view_if_needed()
+        page.screenshot(path=str(SHOTS / "health-failed-run.png"), full_page=True)
+        assert problems == []

@@ -136,3 +136,31 @@ print("AIRFLOW" if any(m == "airflow" or m.startswith("airflow.") for m in sys.m
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().endswith("CLEAN"), result.stdout[-500:]
     assert json.loads(result.stdout[: result.stdout.rindex("CLEAN")])["total"] == 1
+
+
+def test_review_decides_many_items_by_id_or_by_filter(ledger, capsys):
+    route_to_review(ledger, WF, "run-1", pending=["A", "B"], quarantined=["Q"])
+    route_to_review(ledger, WF, "run-2", pending=["D"])
+    dsn = ["--dsn", ledger.dsn]
+    run_cli(capsys, *dsn, "review", f"{WF}:B", "--reject", "--by", "sam")
+
+    code, out, _ = run_cli(
+        capsys, *dsn, "review", f"{WF}:A", f"{WF}:B", "--approve", "--by", "alice", "--comment", "batch ok"
+    )
+    assert code == 5  # one of them was decided by someone else first
+    assert f"{WF}:A: pending_review -> ai_processed (approve by reviewer:alice)" in out
+    assert f"{WF}:B: not applied, already decided by reviewer:sam (it is rejected)" in out
+    assert "1 decided, 1 refused, 0 unknown" in out
+    assert ledger.history(f"{WF}:A")[-1].reason == "batch ok"
+
+    code, out, _ = run_cli(
+        capsys, *dsn, "review", "--workflow", WF, "--run", "run-1", "--all", "--reject", "--by", "alice", "--json"
+    )
+    assert code == 0
+    assert [d["item_id"] for d in json.loads(out)["decided"]] == [f"{WF}:Q"]
+    assert ledger.get(f"{WF}:D").status == "pending_review"
+
+    code, _, err = run_cli(capsys, *dsn, "review", "--all", "--approve", "--by", "alice")
+    assert code == 2 and "--workflow" in err
+    code, _, err = run_cli(capsys, *dsn, "review", f"{WF}:D", "--workflow", WF, "--approve", "--by", "alice")
+    assert code == 2

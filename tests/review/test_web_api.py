@@ -331,3 +331,50 @@ def test_correcting_an_ai_answer_over_http_answers_422_with_the_problems(clients
     last = rita.get(item_url(f"{WF}:P")).json()["history"][-1]
     assert last["detail"]["model_answer"] == {"category": "late delivery", "summary": "maybe"}
 
+def test_bulk_decisions_and_claims_over_http(clients, ledger):
+    from conveyor import ReviewField, Workflow
+
+    ledger.declare(
+        Workflow(name="card_orders", review_card=(ReviewField("amount", kind="amount"),), priority_field="amount"),
+        actor="tests",
+    )
+    route_to_review(
+        ledger, "card_orders", "run-1", pending=["A", "B"], payloads={"A": {"amount": 5}, "B": {"amount": 50}}
+    )
+    route_to_review(ledger, WF, "run-1", pending=["C", "D", "E"])
+    admin, rita, victor = clients["admin"], clients["rita"], clients["victor"]
+
+    # The queue carries each item's card, checks, priority value and claim.
+    claimed = rita.post(item_url("card_orders:B", "/claim"), json={})
+    assert claimed.status_code == 200 and claimed.json()["reviewer"] == "rita"
+    taken = admin.post(item_url("card_orders:B", "/claim"), json={})
+    assert taken.status_code == 409
+    assert taken.json()["detail"]["code"] == "claimed" and taken.json()["detail"]["reviewer"] == "rita"
+    page = admin.get(f"{BASE}/queue", params={"workflow": "card_orders"}).json()
+    assert [i["business_key"] for i in page["items"]] == ["B", "A"]
+    first = page["items"][0]
+    assert first["card"] == [{"label": "amount", "kind": "amount", "value": 50, "path": "amount"}]
+    assert first["checks"] == ["confidence 0.41 below 0.80"] and first["priority_value"] == 50
+    assert first["claim"]["reviewer"] == "rita" and first["claim"]["mine"] is False
+
+    # Bulk by ids: one decided by someone else first is listed with who decided it.
+    single = admin.post(item_url(f"{WF}:C", "/decision"), json={"action": "reject", "comment": "no"})
+    assert single.status_code == 200
+    bulk = rita.post(
+        f"{BASE}/decisions", json={"action": "approve", "comment": "fine", "item_ids": [f"{WF}:C", f"{WF}:D"]}
+    )
+    assert bulk.status_code == 200, bulk.text
+    body = bulk.json()
+    assert [d["item_id"] for d in body["decided"]] == [f"{WF}:D"]
+    assert [(r["item_id"], r["decided_by"]) for r in body["already_decided"]] == [(f"{WF}:C", "reviewer:admin")]
+
+    # Bulk by filter; a viewer may not decide; a malformed call is refused.
+    assert victor.post(f"{BASE}/decisions", json={"action": "reject", "filter": {"workflow": WF}}).status_code == 403
+    assert rita.post(f"{BASE}/decisions", json={"action": "reject"}).status_code == 422
+    by_filter = rita.post(
+        f"{BASE}/decisions", json={"action": "reject", "comment": "x", "filter": {"workflow": "card_orders"}}
+    )
+    assert sorted(d["item_id"] for d in by_filter.json()["decided"]) == ["card_orders:A", "card_orders:B"]
+    assert ledger.get(f"{WF}:E").status == "pending_review"
+    # Releasing: only one's own claim.
+    assert admin.request("DELETE", item_url(f"{WF}:E", "/claim")).json() == {"released": 0}

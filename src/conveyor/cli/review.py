@@ -27,8 +27,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     queue.add_argument("--json", action="store_true", help="print JSON")
     queue.set_defaults(func=run_queue)
 
-    review = subparsers.add_parser("review", help="decide on an item awaiting review")
-    review.add_argument("item", metavar="ITEM", help="item id: <workflow>:<business key>")
+    review = subparsers.add_parser(
+        "review",
+        help="decide on items awaiting review: ITEM... or every item of --workflow [--run] --all",
+    )
+    review.add_argument("items", metavar="ITEM", nargs="*", help="item ids: <workflow>:<business key>")
+    review.add_argument("--workflow", "-w", metavar="W", help="with --all: items of this workflow")
+    review.add_argument("--run", "-r", metavar="R", dest="run_id", help="with --all: items of this run")
+    review.add_argument("--status", "-s", choices=["quarantined", "pending_review"], help="with --all")
+    review.add_argument(
+        "--all", action="store_true", help="decide every item on the queue matching --workflow/--run/--status"
+    )
     action = review.add_mutually_exclusive_group(required=True)
     action.add_argument("--approve", dest="action", action="store_const", const="approve")
     action.add_argument("--reject", dest="action", action="store_const", const="reject")
@@ -132,6 +141,11 @@ def run_review(args: argparse.Namespace) -> int:
 
     payload = None
     action = args.action
+    if args.all or len(args.items) != 1:
+        return _run_bulk(args)
+    if args.workflow or args.run_id or args.status:
+        print("conveyor: --workflow/--run/--status select items with --all only", file=sys.stderr)
+        return 2
     if args.corrected is not None:
         action = "correct"
         try:
@@ -141,7 +155,7 @@ def run_review(args: argparse.Namespace) -> int:
             return 2
     queue = ReviewQueue(Ledger(args.dsn))
     try:
-        result = queue.decide(args.item, action, reviewer=args.by, comment=args.comment, changes=payload)
+        result = queue.decide(args.items[0], action, reviewer=args.by, comment=args.comment, changes=payload)
     except NotAwaitingReview as exc:  # DecisionConflict included
         if args.json:
             detail = {
@@ -165,3 +179,46 @@ def run_review(args: argparse.Namespace) -> int:
             f"({result.action.value} by {result.actor})"
         )
     return 0
+
+
+def _run_bulk(args: argparse.Namespace) -> int:
+    """Many items (ids, or ``--all`` of a filter), one decision each; exit 5 when any was refused."""
+    from conveyor.ledger.store import Ledger
+    from conveyor.review.bulk import QueueFilter
+    from conveyor.review.errors import InvalidDecision
+    from conveyor.review.review_queue import ReviewQueue
+
+    if args.corrected is not None:
+        print("conveyor: --correct takes exactly one item", file=sys.stderr)
+        return 2
+    if args.all == bool(args.items):
+        print("conveyor: give item ids, or --all with --workflow (and --run)", file=sys.stderr)
+        return 2
+    if args.all and not args.workflow:
+        print("conveyor: --all needs --workflow W (and optionally --run R)", file=sys.stderr)
+        return 2
+    queue = ReviewQueue(Ledger(args.dsn))
+    where = QueueFilter([args.workflow], run_id=args.run_id, status=args.status) if args.all else None
+    try:
+        outcome = queue.decide_many(
+            None if args.all else args.items, args.action, reviewer=args.by, comment=args.comment, where=where
+        )
+    except InvalidDecision as exc:
+        print(f"conveyor: {exc}", file=sys.stderr)
+        return 1
+    refused = outcome.already_decided + outcome.not_awaiting_review
+    if args.json:
+        print_json(outcome.as_json())
+    else:
+        for d in outcome.decided:
+            print(f"{d.item_id}: {d.from_status} -> {d.to_status} ({outcome.action} by {outcome.actor})")
+        for r in outcome.already_decided:
+            print(f"{r.item_id}: not applied, already decided by {r.decided_by} (it is {r.status})")
+        for r in outcome.not_awaiting_review:
+            print(f"{r.item_id}: not applied, not awaiting review (it is {r.status})")
+        for item_id in outcome.unknown:
+            print(f"{item_id}: no such item")
+        print(f"{len(outcome.decided)} decided, {len(refused)} refused, {len(outcome.unknown)} unknown")
+    if outcome.unknown and not outcome.decided and not refused:
+        return 3
+    return EXIT_CONFLICT if refused or outcome.unknown else 0

@@ -7,7 +7,8 @@ Airflow's access to plugins. Routes, relative to that mount:
 * ``GET /api/metrics``: every active workflow's health (``window_hours``, ``baseline_days``, ``as_of``);
 * ``GET /api/metrics/{workflow}``: one workflow's health plus progress of its recent runs;
 * ``GET /api/metrics/{workflow}/series``: per-bucket numbers for the charts (``days``, ``bucket_hours``);
-* ``GET /api/metrics/{workflow}/runs``: items done of items received per run (``run_id``, ``limit``);
+* ``GET /api/metrics/{workflow}/runs``: items done of items received per run (``run_id``, ``limit``),
+  each with its Airflow ``state`` (``failed``, ``running``...; None where unknown);
 * ``GET /api/alerts``: open alert conditions and recent notifications (``workflow``);
 * ``GET /health`` and ``GET /health/static/health.js``: the health page (charts drawn in the browser).
 
@@ -28,6 +29,7 @@ from fastapi.responses import HTMLResponse, Response
 from conveyor.ledger.errors import LedgerUnavailable, UnknownWorkflow
 from conveyor.ledger.store import Ledger
 from conveyor.monitoring import metrics
+from conveyor.monitoring.dag_runs import with_states
 from conveyor.monitoring.store import MonitoringStore
 
 router = APIRouter(tags=["Conveyor health"])
@@ -112,7 +114,7 @@ def workflow_metrics(
         health = metrics.measure(
             ledger, name, as_of=when, window_hours=window_hours, baseline_days=baseline_days
         )
-        health["runs"] = metrics.run_progress(ledger, name, as_of=when, limit=runs) if runs else []
+        health["runs"] = with_states(name, metrics.run_progress(ledger, name, as_of=when, limit=runs)) if runs else []
         health["open_alerts"] = MonitoringStore(ledger).open_alerts(name)
     except LedgerUnavailable as exc:
         raise _unavailable(exc) from None
@@ -148,7 +150,7 @@ def workflow_runs(
     """Items done of items received per run, newest first."""
     name, when = _workflow(workflow, ledger), _as_of(as_of)
     try:
-        runs = metrics.run_progress(ledger, name, run_id=run_id, limit=limit, as_of=when)
+        runs = with_states(name, metrics.run_progress(ledger, name, run_id=run_id, limit=limit, as_of=when))
     except LedgerUnavailable as exc:
         raise _unavailable(exc) from None
     return {"workflow": name, "runs": runs}

@@ -28,6 +28,8 @@ from pydantic import BaseModel, Field
 from conveyor.ledger.errors import LedgerUnavailable, UnknownItem
 from conveyor.ledger.store import Item, Ledger, TransitionRecord
 from conveyor.review.auth import CurrentUser, permitted_workflows, require_dag_access
+from conveyor.review.cards import checks_of
+from conveyor.review.claims import ReviewClaims
 from conveyor.review.errors import DecisionConflict, InvalidDecision, NotAwaitingReview
 from conveyor.review.review_queue import MAX_PAGE, Action, ReviewQueue
 
@@ -60,9 +62,37 @@ class ItemOut(BaseModel):
         return cls(**fields)
 
 
+class CardFieldOut(BaseModel):
+    """One field of the item's review card (declared by its workflow)."""
+
+    label: str
+    kind: str
+    value: Any = None
+    path: str
+
+
+class ClaimOut(BaseModel):
+    """Who has the item open on the review page, until when."""
+
+    item_id: str
+    reviewer: str
+    claimed_at: datetime
+    expires_at: datetime
+    #: the claim is the requesting user's own
+    mine: bool = False
+
+
 class QueueEntryOut(ItemOut):
     waiting_since: datetime
     age_seconds: float
+    #: the workflow's review card, resolved from its stored declaration
+    card: list[CardFieldOut] = []
+    #: the failed checks or doubts, one plain sentence each
+    checks: list[str] = []
+    #: the value of the workflow's priority field (what the queue is ordered by after ``priority``)
+    priority_value: float | None = None
+    #: a live claim by a reviewer, if any
+    claim: ClaimOut | None = None
 
 
 class QueueOut(BaseModel):
@@ -195,9 +225,19 @@ def create_router() -> APIRouter:
             )
         except ValueError as exc:
             raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
+        claims = ReviewClaims(queue.ledger, minutes=1).live([e.item.item_id for e in page.entries])
+        me = user.get_name()
         items = [
             QueueEntryOut(
-                **ItemOut.of(e.item).model_dump(), waiting_since=e.waiting_since, age_seconds=e.age_seconds
+                **ItemOut.of(e.item).model_dump(),
+                waiting_since=e.waiting_since,
+                age_seconds=e.age_seconds,
+                card=[CardFieldOut(**f.as_json()) for f in queue.card(e.item)],
+                checks=checks_of(e.item),
+                priority_value=e.priority_value,
+                claim=ClaimOut(**claims[c].__dict__, mine=claims[c].reviewer == me)
+                if (c := e.item.item_id) in claims
+                else None,
             )
             for e in page.entries
         ]

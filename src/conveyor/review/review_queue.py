@@ -35,9 +35,14 @@ from typing import Any
 from psycopg.rows import dict_row
 
 from conveyor.ledger.actors import reviewer_actor
+from conveyor.ledger.errors import UnknownWorkflow
 from conveyor.ledger.statuses import REVIEW_STATUSES, REVIEW_VALUES, Status, as_statuses
 from conveyor.ledger.store import Item, ItemUpdate, Ledger, TransitionRecord
+from conveyor.review.bulk import BulkOutcome, QueueFilter, decide_many, matching_ids
+from conveyor.review.cards import CardField, card_of, priority_sql
+from conveyor.review.claims import ReviewClaims
 from conveyor.review.errors import DecisionConflict, InvalidDecision, NotAwaitingReview
+from conveyor.workflow import Workflow
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +73,8 @@ class QueueEntry:
     item: Item
     waiting_since: datetime
     age_seconds: float
+    #: the value of the workflow's ``priority_field`` (None: no such field, or no number there)
+    priority_value: float | None = None
 
 
 @dataclass(frozen=True)
@@ -141,6 +148,9 @@ class ReviewQueue:
     ) -> QueuePage:
         """One page of the queue, highest priority first, then oldest first.
 
+        Priority is the item's ``priority`` column, then the value of its workflow's declared
+        ``priority_field`` (larger first, items without one after), computed in the query.
+
         :param workflows: only these workflows (None: every workflow; empty: nothing).
         :param run_id: only items carried by this run.
         :param status: only ``quarantined`` or only ``pending_review``; must be review statuses.
@@ -166,21 +176,36 @@ class ReviewQueue:
             where.append("run_id = %(run_id)s")
             params["run_id"] = run_id
         clause = " AND ".join(where)
+        order_value = priority_sql(self._declarations(workflows), params)
         with self.ledger.connect() as conn, conn.cursor(row_factory=dict_row) as cur:
             total = cur.execute(f"SELECT count(*) AS n FROM conveyor.items WHERE {clause}", params).fetchone()
             rows = cur.execute(
-                f"SELECT {_ITEM_COLUMNS}, extract(epoch FROM now() - updated_at)::float8 AS age_seconds"
+                f"SELECT {_ITEM_COLUMNS}, extract(epoch FROM now() - updated_at)::float8 AS age_seconds,"
+                f" {order_value}::float8 AS priority_value"
                 f" FROM conveyor.items WHERE {clause}"
-                " ORDER BY priority DESC, updated_at ASC, item_id"
+                " ORDER BY priority DESC, priority_value DESC NULLS LAST, updated_at ASC, item_id"
                 " LIMIT %(limit)s OFFSET %(offset)s",
                 params,
             ).fetchall()
         entries = []
         for row in rows:
             age = row.pop("age_seconds")
+            value = row.pop("priority_value")
             item = Item(**row)
-            entries.append(QueueEntry(item=item, waiting_since=item.updated_at, age_seconds=max(age, 0.0)))
+            entries.append(
+                QueueEntry(item=item, waiting_since=item.updated_at, age_seconds=max(age, 0.0), priority_value=value)
+            )
         return QueuePage(entries, int(total["n"]) if total else 0, limit, offset)
+
+    def _declarations(self, workflows: Collection[str] | None) -> dict[str, Workflow]:
+        """The stored declarations of ``workflows`` (None: every workflow with items waiting)."""
+        found: dict[str, Workflow] = {}
+        for name in sorted(workflows) if workflows is not None else self.workflows():
+            try:
+                found[name] = self.ledger.workflow(name)
+            except UnknownWorkflow:
+                continue
+        return found
 
     def view(self, item_id: str) -> ItemView:
         """An item with its history and the decisions open to it; raises ``UnknownItem``."""
@@ -322,6 +347,38 @@ class ReviewQueue:
         }
         target = _approval_target(item, history, self.ledger)
         return target, ItemUpdate(reason=comment, ai_result=merged, detail=detail)
+    def decide_many(
+        self,
+        item_ids: Sequence[str] | None,
+        action: Action | str,
+        *,
+        reviewer: str,
+        comment: str | None = None,
+        where: QueueFilter | None = None,
+    ) -> BulkOutcome:
+        """Approve or reject many items with one comment (see :mod:`conveyor.review.bulk`).
+
+        :param item_ids: the items; or None with ``where``: every item on the queue matching it.
+        :param action: ``approve`` or ``reject``.
+        :param reviewer: the person deciding.
+        :param comment: why, recorded on every item.
+        :param where: the filter, when no ids are given.
+        """
+        if item_ids is None:
+            if where is None:
+                raise InvalidDecision("a bulk decision needs item ids or a filter")
+            item_ids = matching_ids(self.ledger, where)
+        outcome = decide_many(self.ledger, item_ids, str(Action(action).value), reviewer=reviewer, comment=comment)
+        ReviewClaims(self.ledger, minutes=1).release([d.item_id for d in outcome.decided])
+        return outcome
+
+    def card(self, item: Item) -> list[CardField]:
+        """The item's review card, from its workflow's stored declaration (empty when undeclared)."""
+        try:
+            flow = self.ledger.workflow(item.workflow)
+        except UnknownWorkflow:
+            return []
+        return card_of(item, flow.review_card)  # type: ignore[arg-type]
 
     def _refusal(self, item_id: str, status: str) -> NotAwaitingReview:
         """The error for a decision that cannot apply: who decided first, when known."""

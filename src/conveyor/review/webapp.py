@@ -26,6 +26,7 @@ URL_PREFIX = "/conveyor"
 #: ``"module:function"`` of every router of the Conveyor app, in mount order.
 ROUTER_FACTORIES: list[str] = [
     "conveyor.review.api:create_router",
+    "conveyor.review.work_api:create_router",
     "conveyor.review.page:create_router",
     "conveyor.monitoring.api:create_router",
 ]

@@ -57,10 +57,22 @@
     return 10 * p;
   }
 
+  // One unit for a whole time axis (so its ticks read "0, 1, 2, 3, 4 min", never "3 min, 3 min,
+  // 2 min, 50 s"): the largest unit the axis top reaches, and a round top in that unit.
+  const UNITS = [[86400, "d"], [3600, "h"], [60, "min"], [1, "s"]];
+  function durationAxis(maxSeconds) {
+    const [size, name] = UNITS.find(([u]) => maxSeconds >= 2 * u) || UNITS[UNITS.length - 1];
+    const top = maxSeconds > 0 ? niceMax(maxSeconds / size) : 4;  // an empty chart: 0 to 4 s
+    const quarter = top / 4;
+    const digits = Number.isInteger(quarter) ? 0 : Number.isInteger(Math.round(quarter * 1e6) / 1e5) ? 1 : 2;
+    return { max: top * size, label: (v) => `${Number((v / size).toFixed(digits))} ${name}` };
+  }
+
   // -- charts ----------------------------------------------------------------------------------
 
   // series: [{name, color, type: "bar" | "line", values: [number|null], stack?: true}]
-  function drawChart(container, labels, series, format, integer) {
+  // axis "duration": values are seconds, the y axis gets one unit (see durationAxis).
+  function drawChart(container, labels, series, format, integer, axis) {
     container.replaceChildren();
     const heading = container.parentElement.querySelector("h2");
     const svg = svgEl("svg", { viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": heading ? heading.textContent : "" });
@@ -76,14 +88,21 @@
       }
       max = Math.max(max, stackSum);
     }
-    max = niceMax(integer ? Math.max(max, 4) : max);  // counts: whole-number grid lines
+    let tick = format;
+    if (axis === "duration") {
+      const time = durationAxis(max);
+      max = time.max;
+      tick = time.label;
+    } else {
+      max = niceMax(integer ? Math.max(max, 4) : max);  // counts: whole-number grid lines
+    }
     const x = (i) => M.left + (n ? (i + 0.5) * (iw / n) : 0);
     const y = (v) => M.top + ih - (v / max) * ih;
     // grid and y labels
     for (let k = 0; k <= 4; k++) {
       const v = (max * k) / 4;
       svg.append(svgEl("line", { x1: M.left, x2: W - M.right, y1: y(v), y2: y(v), stroke: "#e4e7eb" }));
-      svg.append(svgEl("text", { x: M.left - 6, y: y(v) + 4, "text-anchor": "end", "font-size": 11, fill: "#616e7c" }, format(v)));
+      svg.append(svgEl("text", { x: M.left - 6, y: y(v) + 4, "text-anchor": "end", "font-size": 11, fill: "#616e7c" }, tick(v)));
     }
     // x labels: about six
     const step = Math.max(1, Math.ceil(n / 6));
@@ -174,22 +193,33 @@
     return t;
   }
 
-  function progressBar(done, received) {
-    const svg = svgEl("svg", { width: 140, height: 12, viewBox: "0 0 140 12", role: "img" });
+  function progressBar(done, received, state) {
+    const svg = svgEl("svg", { width: 110, height: 12, viewBox: "0 0 110 12", role: "img" });
     const part = received ? done / received : 0;
-    svg.append(svgEl("rect", { x: 0, y: 0, width: 140, height: 12, rx: 3, fill: "#e4e7eb" }));
-    svg.append(svgEl("rect", { x: 0, y: 0, width: (140 * part).toFixed(1), height: 12, rx: 3, fill: "#27ae60" }));
+    svg.append(svgEl("rect", { x: 0, y: 0, width: 110, height: 12, rx: 3, fill: state === "failed" ? "#f5c6c6" : "#e4e7eb" }));
+    svg.append(svgEl("rect", { x: 0, y: 0, width: (110 * part).toFixed(1), height: 12, rx: 3, fill: "#27ae60" }));
     svg.append(svgEl("title", {}, `${done} of ${received} done`));
     return svg;
+  }
+
+  // The run's Airflow state beside its ledger numbers: a failed run whose items never moved reads
+  // "failed", not just "0 of 480".
+  function runCell(r) {
+    const cell = el("div", { class: "run" });
+    cell.append(el("span", { class: "run-id", title: r.run_id }, r.run_id));
+    if (r.state) cell.append(el("span", { class: `run-state state-${String(r.state).replace(/[^a-z_]/g, "")}` }, r.state));
+    return cell;
   }
 
   function renderRuns(runs) {
     const box = $("runs");
     if (!runs.length) { box.replaceChildren(el("p", { class: "empty" }, "no runs in the last 30 days")); return; }
-    box.replaceChildren(table(
+    const wrap = el("div", { class: "table-wrap" });
+    wrap.append(table(
       ["run", "started", "progress", "done", "in review", "stopped"],
-      runs.map((r) => [r.run_id, when(r.started), progressBar(r.done, r.received), `${r.done} of ${r.received}`, r.in_review, r.stopped]),
+      runs.map((r) => [runCell(r), when(r.started), progressBar(r.done, r.received, r.state), `${r.done} of ${r.received}`, r.in_review, r.stopped]),
     ));
+    box.replaceChildren(wrap);
   }
 
   function renderSources(ex) {
@@ -219,9 +249,9 @@
       values: s.points.map((p) => (p.cycle_items ? p.stage_mean[stage] : null)),
     }));
     stageSeries.push({ name: "p95 total", color: "#1f2933", type: "line", values: pick("cycle_p95") });
-    drawChart($("chart-cycle"), labels, stageSeries, duration);
+    drawChart($("chart-cycle"), labels, stageSeries, duration, false, "duration");
     drawChart($("chart-queue"), labels, [{ name: "items waiting", color: "#e8833a", type: "bar", values: pick("queue_size") }], count, true);
-    drawChart($("chart-age"), labels, [{ name: "oldest wait", color: "#8e6bd1", type: "line", values: pick("queue_oldest_age_s") }], duration);
+    drawChart($("chart-age"), labels, [{ name: "oldest wait", color: "#8e6bd1", type: "line", values: pick("queue_oldest_age_s") }], duration, false, "duration");
   }
 
   function setStatus(text, error) {

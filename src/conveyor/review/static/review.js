@@ -1,6 +1,11 @@
 // Conveyor review queue page. Every value from the ledger is rendered with textContent: a payload
 // holding markup shows as text and never runs. The page calls ../api/review/* with the Airflow UI's
 // session cookie; decisions are POSTed as JSON.
+//
+// Working the queue: j/k move, a approves, r rejects (asks why), e edits, x selects, A/R decide the
+// selection, ? shows the keys. After a decision the next item opens (already fetched in advance).
+// window.__conveyorReview.decisions records, per decision, the milliseconds from the key press to the
+// next item shown (bench/review_page.py reads it).
 "use strict";
 
 (function () {
@@ -12,10 +17,22 @@
     status: params.get("status") || "",
     runId: params.get("run_id") || "",
     offset: 0,
-    selected: params.get("item") || null,
+    page: null,
+    items: [],
+    cursor: -1,
+    current: null,
+    views: new Map(),
+    picked: new Set(),
+    allMatching: false,
     loadedAt: Date.now(),
+    busy: false,
+    fromList: false,
+    decided: new Set(),
+    canDecide: new Map(),
   };
-
+  const metrics = { decisions: [], errors: 0 };
+  window.__conveyorReview = metrics;
+  const inRun = Boolean(state.workflow && state.runId);
   const $ = (id) => document.getElementById(id);
 
   function el(tag, text, className) {
@@ -24,34 +41,35 @@
     if (className) node.className = className;
     return node;
   }
-
-  function clear(node) {
-    while (node.firstChild) node.removeChild(node.firstChild);
-  }
+  const clear = (node) => node.replaceChildren();
 
   class ApiError extends Error {
     constructor(status, detail) {
-      const message = typeof detail === "string" ? detail : (detail && detail.message) || JSON.stringify(detail);
-      super(message);
+      super(typeof detail === "string" ? detail : (detail && detail.message) || JSON.stringify(detail));
       this.status = status;
       this.detail = detail;
     }
   }
 
   async function api(path, options) {
-    const response = await fetch(API + path, Object.assign({ credentials: "same-origin", headers: { Accept: "application/json" } }, options || {}));
+    const init = Object.assign({ credentials: "same-origin", headers: { Accept: "application/json" } }, options || {});
+    const response = await fetch(API + path, init);
     let body = null;
-    try {
-      body = await response.json();
-    } catch (e) {
-      body = null;
-    }
+    try { body = await response.json(); } catch (e) { body = null; }
     if (!response.ok) {
       if (response.status === 401) throw new ApiError(401, "Your Airflow session has ended: log in to Airflow again.");
       throw new ApiError(response.status, body && body.detail !== undefined ? body.detail : response.statusText);
     }
     return body;
   }
+  const post = (path, body, method) => api(path, {
+    method: method || "POST",
+    headers: { Accept: "application/json", "Content-Type": "application/json" },
+    body: JSON.stringify(body || {}),
+  });
+  const itemPath = (id) => "items/" + encodeURIComponent(id);
+
+  // -- formatting -----------------------------------------------------------------------------
 
   function formatAge(seconds) {
     const s = Math.max(0, Math.floor(seconds));
@@ -61,227 +79,528 @@
     if (m) return m + "m";
     return s + "s";
   }
-
   function formatTime(iso) {
     if (!iso) return "";
     const t = new Date(iso);
     return isNaN(t.getTime()) ? String(iso) : t.toLocaleString();
   }
+  const clock = (iso) => new Date(iso).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+  const formatJson = (v) => (v === null || v === undefined ? "(none)" : JSON.stringify(v, null, 2));
+  const NUMBER = new Intl.NumberFormat(undefined, { maximumFractionDigits: 2 });
+  const AMOUNT = new Intl.NumberFormat(undefined, { minimumFractionDigits: 2, maximumFractionDigits: 2 });
 
-  function formatJson(value) {
-    if (value === null || value === undefined) return "(none)";
-    return JSON.stringify(value, null, 2);
+  // One card value as a reviewer reads it, by the kind its workflow declared.
+  function cardValue(field) {
+    const v = field.value;
+    if (v === null || v === undefined || v === "") return el("span", "–", "muted");
+    const num = typeof v === "number" ? v : Number(v);
+    switch (field.kind) {
+      case "amount": return el("span", isNaN(num) ? String(v) : AMOUNT.format(num));
+      case "number": return el("span", isNaN(num) ? String(v) : NUMBER.format(num));
+      case "percent": return el("span", isNaN(num) ? String(v) : Math.round(num * 100) + "%");
+      case "date": { const t = new Date(v); return el("span", isNaN(t.getTime()) ? String(v) : t.toLocaleDateString()); }
+      case "label": return el("span", String(v), "label-chip");
+      default: return el("span", typeof v === "object" ? JSON.stringify(v) : String(v));
+    }
   }
-
-  function statusCell(status) {
-    return el("span", status, "status status-" + String(status).replace(/[^a-z_]/g, ""));
-  }
+  const statusNode = (s) => el("span", String(s).replace(/_/g, " "), "status status-" + String(s).replace(/[^a-z_]/g, ""));
+  const claimText = (c) => (c.mine ? "you are reviewing it" : "being reviewed by " + c.reviewer);
 
   function syncUrl() {
     const q = new URLSearchParams();
     if (state.workflow) q.set("workflow", state.workflow);
     if (state.status) q.set("status", state.status);
     if (state.runId) q.set("run_id", state.runId);
-    if (state.selected) q.set("item", state.selected);
-    const query = q.toString();
-    window.history.replaceState(null, "", query ? "?" + query : window.location.pathname);
+    if (state.current) q.set("item", state.current);
+    window.history.replaceState(null, "", q.toString() ? "?" + q.toString() : window.location.pathname);
   }
 
-  // -- the queue ----------------------------------------------------------------------------
+  // -- the queue ------------------------------------------------------------------------------
 
-  async function loadQueue() {
-    const summary = $("queue-summary");
+  async function loadQueue(keepCursor) {
     const q = new URLSearchParams({ limit: String(PAGE_SIZE), offset: String(state.offset) });
     if (state.workflow) q.set("workflow", state.workflow);
     if (state.status) q.set("status", state.status);
     if (state.runId) q.set("run_id", state.runId);
-    summary.className = "";
+    const summary = $("queue-summary");
     try {
       const page = await api("queue?" + q.toString());
       state.loadedAt = Date.now();
+      // A page asked for before a decision landed may still hold the item: leave it out.
+      const fresh = page.items.filter((i) => !state.decided.has(i.item_id));
+      page.total -= page.items.length - fresh.length;
+      page.items = fresh;
+      state.page = page;
+      state.items = fresh;
       renderWorkflows(page.workflows);
-      renderQueue(page);
+      renderQueue();
+      const index = state.items.findIndex((i) => i.item_id === state.current);
+      if (index >= 0) moveCursor(index);
+      else if ((!state.current || state.fromList) && state.items.length) {
+        openAt(keepCursor === false ? 0 : Math.min(Math.max(state.cursor, 0), state.items.length - 1));
+      } else moveCursor(-1);
     } catch (err) {
       summary.textContent = "Could not load the queue: " + err.message;
       summary.className = "error";
-      clear($("queue").tBodies[0]);
     }
   }
 
   function renderWorkflows(workflows) {
     const select = $("filter-workflow");
-    const keep = state.workflow;
     while (select.options.length > 1) select.remove(1);
     const names = workflows.slice();
-    if (keep && names.indexOf(keep) < 0) names.push(keep);
+    if (state.workflow && names.indexOf(state.workflow) < 0) names.push(state.workflow);
     for (const name of names) {
       const option = el("option", name);
       option.value = name;
       select.appendChild(option);
     }
-    select.value = keep;
+    select.value = state.workflow;
   }
 
-  function renderQueue(page) {
+  // The columns: the context the run tab already shows (workflow, run) is left out. One row per item,
+  // narrow enough for the run's tab: the item (key, status, age, claim), its workflow's card fields
+  // (one column each when the page holds one workflow, label/value pairs otherwise), and why it waits
+  // (the checks in plain words, the model's long answers, the confidence).
+  function columns() {
+    const workflows = new Set(state.items.map((i) => i.workflow));
+    const single = Boolean(state.workflow) || workflows.size <= 1;
+    const cols = [{ head: "", cls: "pick" }, { head: "Item", cls: "key" }];
+    if (single) {
+      const first = state.items.find((i) => i.card && i.card.length);
+      for (const [n, field] of ((first && first.card) || []).entries()) {
+        if (field.kind === "long") continue;
+        const numeric = ["amount", "number", "percent"].indexOf(field.kind) >= 0;
+        cols.push({ head: field.label, cls: numeric ? "num" : "", card: n });
+      }
+    } else {
+      cols.push({ head: "Card", cls: "card", card: "all" });
+    }
+    cols.push({ head: "Why it waits", cls: "checks" });
+    return { cols, single };
+  }
+
+  function renderQueue() {
+    const { cols, single } = columns();
+    const headRow = $("queue").tHead.rows[0];
+    clear(headRow);
+    for (const c of cols) headRow.appendChild(el("th", c.head, c.cls === "num" ? "num" : ""));
     const body = $("queue").tBodies[0];
     clear(body);
-    for (const item of page.items) {
-      const row = document.createElement("tr");
-      row.dataset.itemId = item.item_id;
-      if (item.item_id === state.selected) row.className = "selected";
-      row.appendChild(el("td", item.item_id));
-      row.appendChild(el("td", item.workflow));
-      row.appendChild(el("td", item.run_id));
-      const status = el("td");
-      status.appendChild(statusCell(item.status));
-      row.appendChild(status);
-      row.appendChild(el("td", item.priority));
-      row.appendChild(el("td", item.confidence === null ? "" : Number(item.confidence).toFixed(2)));
-      row.appendChild(el("td", item.reason || ""));
-      const age = el("td", formatAge(item.age_seconds), "age");
-      age.dataset.age = String(item.age_seconds);
-      age.title = "waiting since " + formatTime(item.waiting_since);
-      row.appendChild(age);
-      row.addEventListener("click", () => openItem(item.item_id));
-      body.appendChild(row);
-    }
-    const first = page.total === 0 ? 0 : page.offset + 1;
+    state.items.forEach((item, index) => body.appendChild(queueRow(item, index, cols, single)));
+    const page = state.page;
     const last = page.offset + page.items.length;
-    $("queue-summary").textContent = page.total === 0
+    const summary = $("queue-summary");
+    summary.className = "";
+    summary.textContent = page.total === 0
       ? "Nothing waits for a person" + (state.workflow ? " in " + state.workflow : "") + "."
-      : page.total + " item(s) waiting for a person.";
-    $("page-info").textContent = page.total ? first + "-" + last + " of " + page.total : "";
+      : page.total + " waiting";
+    $("page-info").textContent = page.total ? (page.offset + 1) + "-" + last + " of " + page.total : "";
     $("prev").disabled = page.offset === 0;
     $("next").disabled = last >= page.total;
+    renderBulk();
+  }
+
+  function queueRow(item, index, cols, single) {
+    const row = document.createElement("tr");
+    row.dataset.itemId = item.item_id;
+    row.dataset.index = String(index);
+    if (state.picked.has(item.item_id)) row.classList.add("picked");
+    for (const c of cols) {
+      const td = el("td", null, c.cls);
+      if (c.cls === "pick") {
+        const box = document.createElement("input");
+        box.type = "checkbox";
+        box.checked = state.picked.has(item.item_id);
+        box.tabIndex = -1;
+        box.setAttribute("aria-label", "select " + item.item_id);
+        box.addEventListener("click", (e) => { e.stopPropagation(); togglePick(item.item_id); });
+        td.appendChild(box);
+      } else if (c.cls === "key") {
+        td.appendChild(el("b", item.business_key));
+        const where = [state.workflow ? null : item.workflow, state.runId ? null : "run " + item.run_id].filter(Boolean);
+        if (where.length) {
+          const small = el("small", where.join(" · "), "where");
+          small.title = where.join("\n");
+          td.appendChild(small);
+        }
+        if (item.claim) td.appendChild(el("span", claimText(item.claim), "claim" + (item.claim.mine ? " mine" : "")));
+      } else if (c.card === "all") {
+        const pairs = el("div", null, "card-pairs");
+        for (const field of item.card || []) {
+          if (field.kind === "long") continue;
+          const pair = el("span", null, "pair");
+          pair.append(el("span", field.label, "muted"), document.createTextNode(" "), cardValue(field));
+          pairs.appendChild(pair);
+        }
+        td.appendChild(pairs);
+        for (const field of item.card || []) {
+          if (field.kind === "long" && field.value) td.appendChild(el("div", field.label + ": " + field.value, "long"));
+        }
+      } else if (c.card !== undefined) {
+        const field = (item.card || [])[c.card];
+        if (field) td.appendChild(cardValue(field));
+      } else if (c.cls === "checks") {
+        const line = el("div", null, "state");
+        line.append(statusNode(item.status), document.createTextNode(" · waiting "));
+        const age = el("span", formatAge(item.age_seconds), "age");
+        age.dataset.age = String(item.age_seconds);
+        age.title = "waiting since " + formatTime(item.waiting_since);
+        line.appendChild(age);
+        td.appendChild(line);
+        const checks = item.checks && item.checks.length ? item.checks : [item.reason || ""];
+        for (const text of checks) td.appendChild(el("div", text));
+        if (single) {
+          for (const field of item.card || []) {
+            if (field.kind === "long" && field.value) td.appendChild(el("div", field.label + ": " + field.value, "long"));
+          }
+        }
+      }
+      row.appendChild(td);
+    }
+    row.addEventListener("click", () => openAt(index));
+    return row;
   }
 
   function tickAges() {
     const elapsed = (Date.now() - state.loadedAt) / 1000;
-    for (const cell of document.querySelectorAll("#queue td.age")) {
-      cell.textContent = formatAge(Number(cell.dataset.age) + elapsed);
-    }
+    for (const cell of document.querySelectorAll("#queue .age")) cell.textContent = formatAge(Number(cell.dataset.age) + elapsed);
   }
 
-  // -- one item -----------------------------------------------------------------------------
+  function moveCursor(index) {
+    state.cursor = index;
+    for (const row of $("queue").tBodies[0].rows) row.classList.toggle("cursor", Number(row.dataset.index) === index);
+    const row = $("queue").tBodies[0].rows[index];
+    if (row) row.scrollIntoView({ block: "nearest" });
+  }
 
-  async function openItem(itemId) {
-    state.selected = itemId;
+  // -- one item -------------------------------------------------------------------------------
+
+  function fetchView(itemId) {
+    if (!state.views.has(itemId)) {
+      const loading = Promise.all([
+        api(itemPath(itemId)),
+        api("source/" + encodeURIComponent(itemId)).catch(() => ({ findings: [] })),
+      ]).then(([view, source]) => Object.assign(view, { source: source.findings || [] }));
+      loading.catch(() => state.views.delete(itemId));
+      state.views.set(itemId, loading);
+    }
+    return state.views.get(itemId);
+  }
+
+  function prefetch(index) {
+    const next = state.items[index];
+    if (next) fetchView(next.item_id).catch(() => {});
+  }
+
+  // Opening an item paints it at once from its queue row (card, checks, payload, model output), then
+  // completes it (history, source row, what the user may do) from the item's own answer, usually
+  // fetched in advance. The returned promise settles at the first paint.
+  function openAt(index) {
+    if (index < 0 || index >= state.items.length) return Promise.resolve();
+    moveCursor(index);
+    const shown = openItem(state.items[index].item_id, true);
+    prefetch(index + 1);
+    return shown;
+  }
+
+  function openItem(itemId, fromList) {
+    state.current = itemId;
+    state.fromList = Boolean(fromList);
     syncUrl();
-    for (const row of $("queue").tBodies[0].rows) {
-      row.className = row.dataset.itemId === itemId ? "selected" : "";
+    $("item-empty").hidden = true;
+    $("item-body").hidden = false;
+    $("editor").hidden = true;
+    $("claim-note").hidden = true;
+    const listed = state.items.find((i) => i.item_id === itemId);
+    if (listed) {
+      renderItem({
+        item: listed, history: null, source: null, awaiting_review: true, approve_to: listed.review_target,
+        last_decision: null, can_decide: state.canDecide.get(listed.workflow) === true,
+      });
     }
-    const panel = $("item-panel");
-    panel.hidden = false;
-    $("decision-result").textContent = "";
-    $("decision-result").className = "";
-    try {
-      const view = await api("items/" + encodeURIComponent(itemId));
-      renderItem(view);
-    } catch (err) {
+    claim(itemId);
+    const loaded = fetchView(itemId).then((view) => {
+      state.canDecide.set(view.item.workflow, view.can_decide || state.canDecide.get(view.item.workflow) === true);
+      if (state.current === itemId) renderItem(view);
+    }).catch((err) => {
+      if (state.current !== itemId) return;
       $("item-title").textContent = itemId;
-      clear($("item-fields"));
-      $("item-payload").textContent = "";
-      $("item-ai").textContent = "";
-      clear($("history").tBodies[0]);
       $("decision").hidden = true;
-      $("decision-result").textContent = err.status === 404 ? "No such item in the ledger." : err.message;
-      $("decision-result").className = "error";
-    }
+      setResult("decision-result", err.status === 404 ? "No such item in the ledger." : err.message, "error");
+    });
+    return listed ? Promise.resolve() : loaded;
+  }
+
+  function claim(itemId) {
+    const note = $("claim-note");
+    post(itemPath(itemId) + "/claim", {}).then((held) => {
+      if (state.current !== itemId) return;
+      note.hidden = false;
+      note.className = "mine";
+      note.textContent = "Claimed by you until " + clock(held.expires_at);
+    }).catch((err) => {
+      if (state.current !== itemId) return;
+      note.hidden = !(err.status === 409 && err.detail && err.detail.reviewer);
+      note.className = "";
+      if (!note.hidden) note.textContent = "Being reviewed by " + err.detail.reviewer + " until " + clock(err.detail.expires_at) + ": you may still decide (the first decision wins).";
+    });
+  }
+
+  function setResult(id, text, kind) {
+    $(id).textContent = text;
+    $(id).className = kind || "";
   }
 
   function renderItem(view) {
     const item = view.item;
-    $("item-title").textContent = item.item_id;
+    if ($("item-title").dataset.itemId !== item.item_id) setResult("decision-result", "");
+    $("item-title").textContent = item.business_key;
+    $("item-title").dataset.itemId = item.item_id;
+    $("item-id").textContent = inRun ? "" : item.item_id;
+    const listed = state.items.find((i) => i.item_id === item.item_id);
+    const checks = $("item-checks");
+    clear(checks);
+    for (const text of (listed && listed.checks && listed.checks.length ? listed.checks : [item.reason || "(no reason recorded)"])) checks.appendChild(el("li", text));
     const fields = $("item-fields");
     clear(fields);
-    const rows = [
-      ["Status", item.status],
-      ["Workflow", item.workflow],
-      ["Business key", item.business_key],
-      ["Run", item.run_id],
-      ["Reason", item.reason],
+    const rows = [["Status", item.status], ["Workflow", inRun ? null : item.workflow], ["Run", inRun ? null : item.run_id]];
+    for (const field of (listed && listed.card) || []) rows.push([field.label, field]);
+    rows.push(
       ["Confidence", item.confidence === null ? null : Number(item.confidence).toFixed(3)],
-      ["Priority", item.priority],
-      ["Approval moves it to", view.approve_to],
-      ["Last error", item.last_error],
-      ["Attempts", item.attempts],
-      ["Last change", formatTime(item.updated_at)],
-    ];
-    if (view.last_decision) {
-      rows.push(["Last decision", view.last_decision.actor + " (" + view.last_decision.to_status + ", " + formatTime(view.last_decision.at) + ")"]);
-    }
+      ["Approval moves it to", view.approve_to], ["Last error", item.last_error],
+      ["Attempts", item.attempts], ["Waiting since", formatTime(item.updated_at)],
+    );
+    if (view.last_decision) rows.push(["Last decision", view.last_decision.actor + " (" + view.last_decision.to_status + ", " + formatTime(view.last_decision.at) + ")"]);
     for (const [name, value] of rows) {
       if (value === null || value === undefined || value === "") continue;
       fields.appendChild(el("dt", name));
       const dd = el("dd");
-      if (name === "Status") dd.appendChild(statusCell(value));
+      if (name === "Status") dd.appendChild(statusNode(value));
+      else if (typeof value === "object") dd.appendChild(cardValue(value));
       else dd.textContent = String(value);
       fields.appendChild(dd);
     }
     $("item-payload").textContent = formatJson(item.payload);
     $("item-ai").textContent = formatJson(item.ai_result);
-
+    $("item-body").dataset.loaded = view.history ? item.item_id : "";
+    const source = view.source && view.source[0];
+    $("source-box").hidden = !source;
+    if (source) {
+      $("source-where").textContent = "row " + (source.row_number || "?") + " of the input of run " + source.run_id + " (suite " + source.suite + ")";
+      $("item-source").textContent = formatJson(source.row_data);
+    }
     const history = $("history").tBodies[0];
     clear(history);
-    for (const record of view.history) {
+    if (!view.history) history.appendChild(el("tr")).appendChild(el("td", "loading…", "muted"));
+    for (const r of view.history || []) {
       const row = document.createElement("tr");
-      row.appendChild(el("td", formatTime(record.at)));
-      row.appendChild(el("td", record.from_status || "(new)"));
-      row.appendChild(el("td", record.to_status));
-      row.appendChild(el("td", record.actor));
-      row.appendChild(el("td", record.reason || ""));
+      for (const text of [formatTime(r.at), r.from_status || "(new)", r.to_status, r.actor, r.reason || ""]) row.appendChild(el("td", text));
       history.appendChild(row);
     }
-
-    const decision = $("decision");
-    decision.hidden = !view.can_decide;
-    const canCorrect = view.can_decide && view.actions.indexOf("correct") >= 0;
-    $("correct").hidden = !canCorrect;
-    $("correction").hidden = !canCorrect;
-    if (canCorrect) $("corrected-payload").value = JSON.stringify(item.payload, null, 2);
+    $("decision").hidden = !view.can_decide;
     $("approve").title = view.approve_to ? "moves the item to " + view.approve_to : "";
-    if (!view.awaiting_review) {
-      $("decision-result").textContent = "This item is not awaiting review (it is " + item.status + ").";
-    } else if (!view.can_decide) {
-      $("decision-result").textContent = "You may read this item but not decide on it.";
+    if (!view.awaiting_review) setResult("decision-result", "This item is not awaiting review (it is " + item.status + ").");
+    else if (!view.can_decide) setResult("decision-result", "You may read this item but not decide on it.");
+  }
+
+  // -- decisions ------------------------------------------------------------------------------
+
+  // Decide the open item, then show the next one (fetched in advance): the time from the key press
+  // to the next item on screen is what a reviewer waits for.
+  async function decideCurrent(action, comment, started) {
+    const itemId = state.current;
+    const index = state.items.findIndex((i) => i.item_id === itemId);
+    if (!itemId || state.busy) return;
+    state.busy = true;
+    const t0 = started || performance.now();
+    try {
+      const text = comment !== undefined ? comment : $("comment").value;
+      const done = await post("decisions", { action: action, comment: text || null, item_ids: [itemId] });
+      $("comment").value = "";
+      const refused = done.already_decided[0] || done.not_awaiting_review[0];
+      state.views.delete(itemId);
+      state.picked.delete(itemId);
+      state.decided.add(itemId);
+      dropItem(itemId);
+      if (state.items.length) await openAt(Math.min(Math.max(index, 0), state.items.length - 1));
+      else showEmpty();
+      if (refused) setResult("decision-result", "Not applied to " + itemId + ": " + (refused.decided_by ? "already decided by " + refused.decided_by : "not awaiting review") + " (it is " + refused.status + ").", "error");
+      else setResult("decision-result", itemId + " " + (action === "approve" ? "approved" : "rejected") + ": now " + done.decided[0].to_status + ".", "ok");
+      state.busy = false;
+      metrics.decisions.push({ item: itemId, action: action, ms: performance.now() - t0 });
+      scheduleRefill();
+    } catch (err) {
+      metrics.errors += 1;
+      setResult("decision-result", err.status === 403 ? "You may not decide on items of this DAG." : "Not applied: " + err.message, "error");
+    } finally {
+      state.busy = false;
     }
   }
 
-  async function decide(action) {
-    const itemId = state.selected;
-    if (!itemId) return;
-    const result = $("decision-result");
-    const body = { action: action, comment: $("comment").value || null };
-    if (action === "correct") {
-      try {
-        body.payload = JSON.parse($("corrected-payload").value);
-      } catch (e) {
-        result.textContent = "The corrected payload is not valid JSON: " + e.message;
-        result.className = "error";
-        return;
-      }
-    }
-    for (const id of ["approve", "reject", "correct"]) $(id).disabled = true;
+  function dropItem(itemId) {
+    const i = state.items.findIndex((x) => x.item_id === itemId);
+    if (i < 0) return;
+    state.items.splice(i, 1);
+    state.page.total = Math.max(0, state.page.total - 1);
+    state.page.items = state.items;
+    renderQueue();
+  }
+
+  function showEmpty() {
+    state.current = null;
+    syncUrl();
+    $("item-body").hidden = true;
+    $("item-empty").hidden = false;
+    $("item-empty").textContent = "Nothing left on this page.";
+  }
+
+  let refillTimer = null;
+  function scheduleRefill() {
+    // Refill the page from the server once the reviewer pauses (or the page runs low).
+    window.clearTimeout(refillTimer);
+    refillTimer = window.setTimeout(() => loadQueue(), state.items.length < 5 ? 0 : 4000);
+  }
+
+  // -- corrections (e) ------------------------------------------------------------------------
+
+  async function openEditor() {
+    if (!state.current) return;
+    const view = await fetchView(state.current);
+    if (!view.can_decide) return;
+    const quarantined = view.item.status === "quarantined";
+    $("editor").hidden = false;
+    $("editor").dataset.kind = quarantined ? "payload" : "ai_result";
+    $("editor-label").textContent = quarantined ? "Corrected payload (JSON object)" : "Corrected model answer (JSON object)";
+    $("editor-text").value = JSON.stringify(quarantined ? view.item.payload : view.item.ai_result || {}, null, 2);
+    setResult("editor-result", "");
+    $("editor-text").focus();
+  }
+
+  // Only the fields that changed travel (the server merges them field by field); a removed field
+  // is sent as null.
+  function changedFields(before, after) {
+    const changed = {};
+    for (const key of Object.keys(after)) if (JSON.stringify(after[key]) !== JSON.stringify((before || {})[key])) changed[key] = after[key];
+    for (const key of Object.keys(before || {})) if (!(key in after)) changed[key] = null;
+    return changed;
+  }
+
+  async function submitCorrection() {
+    const itemId = state.current;
+    const view = await fetchView(itemId);
+    const kind = $("editor").dataset.kind;
+    let edited;
     try {
-      const done = await api("items/" + encodeURIComponent(itemId) + "/decision", {
-        method: "POST",
-        headers: { Accept: "application/json", "Content-Type": "application/json" },
-        body: JSON.stringify(body),
-      });
-      $("comment").value = "";
-      await openItem(itemId);
-      result.textContent = "Decision recorded: " + done.item_id + " is now " + done.to_status + " (by " + done.actor + ").";
-      result.className = "ok";
-    } catch (err) {
-      await openItem(itemId);
-      if (err.status === 409) result.textContent = "Not applied: " + err.message;
-      else if (err.status === 403) result.textContent = "You may not decide on items of this DAG.";
-      else result.textContent = "Not applied: " + err.message;
-      result.className = "error";
-    } finally {
-      for (const id of ["approve", "reject", "correct"]) $(id).disabled = false;
-      loadQueue();
+      edited = JSON.parse($("editor-text").value);
+      if (!edited || typeof edited !== "object" || Array.isArray(edited)) throw new Error("it must be a JSON object");
+    } catch (e) {
+      setResult("editor-result", "Not valid JSON: " + e.message, "error");
+      return;
     }
+    const changed = changedFields(kind === "payload" ? view.item.payload : view.item.ai_result, edited);
+    if (!Object.keys(changed).length) { setResult("editor-result", "Nothing changed.", "error"); return; }
+    const body = { action: "correct", comment: $("comment").value || null, changes: changed };
+    try {
+      const done = await post(itemPath(itemId) + "/decision", body);
+      $("editor").hidden = true;
+      state.views.delete(itemId);
+      const index = state.items.findIndex((i) => i.item_id === itemId);
+      dropItem(itemId);
+      if (state.items.length) await openAt(Math.min(Math.max(index, 0), state.items.length - 1));
+      setResult("decision-result", itemId + " corrected: now " + done.to_status + ".", "ok");
+      scheduleRefill();
+    } catch (err) {
+      setResult("editor-result", "The correction was not applied: " + err.message, "error");
+    }
+  }
+
+  // -- bulk -----------------------------------------------------------------------------------
+
+  function togglePick(itemId) {
+    state.allMatching = false;
+    if (state.picked.has(itemId)) state.picked.delete(itemId); else state.picked.add(itemId);
+    const row = $("queue").querySelector("tr[data-item-id='" + CSS.escape(itemId) + "']");
+    if (row) { row.classList.toggle("picked", state.picked.has(itemId)); row.querySelector("input").checked = state.picked.has(itemId); }
+    renderBulk();
+  }
+
+  function renderBulk() {
+    const n = state.allMatching ? (state.page ? state.page.total : 0) : state.picked.size;
+    $("bulk-count").textContent = state.allMatching ? "All " + n + " matching this filter" : n ? n + " selected" : "Nothing selected";
+    for (const id of ["bulk-approve", "bulk-reject", "bulk-clear"]) $(id).disabled = n === 0;
+    $("select-all-matching").disabled = !state.page || state.page.total === 0 || state.allMatching;
+  }
+
+  async function decideBulk(action, comment) {
+    const body = { action: action, comment: comment || $("bulk-comment").value || null };
+    if (state.allMatching) body.filter = { workflow: state.workflow || null, run_id: state.runId || null, status: state.status || null };
+    else body.item_ids = Array.from(state.picked);
+    if (!body.filter && !body.item_ids.length) return;
+    const box = $("bulk-result");
+    clear(box);
+    try {
+      const done = await post("decisions", body);
+      const verb = action === "approve" ? "Approved" : "Rejected";
+      box.className = "";
+      box.appendChild(el("div", verb + " " + done.decided.length + " item(s)" + (done.already_decided.length ? "; " + done.already_decided.length + " decided by someone else first:" : ".")));
+      const list = el("ul");
+      for (const r of done.already_decided) list.appendChild(el("li", r.item_id + ": " + r.decided_by + " (" + r.status + ")"));
+      for (const r of done.not_awaiting_review) list.appendChild(el("li", r.item_id + ": not awaiting review (" + r.status + ")"));
+      for (const id of done.unknown) list.appendChild(el("li", id + ": no such item"));
+      if (list.childNodes.length) box.appendChild(list);
+      state.picked.clear();
+      state.allMatching = false;
+      $("bulk-comment").value = "";
+      state.views.clear();
+      await loadQueue();
+    } catch (err) {
+      box.className = "error";
+      box.textContent = "Not applied: " + err.message;
+    }
+  }
+
+  // -- dialogs and keys -----------------------------------------------------------------------
+
+  let reasonThen = null;
+  function askReason(title, then) {
+    reasonThen = then;
+    $("reason-title").textContent = title;
+    $("reason-text").value = $("comment").value;
+    $("reason-dialog").showModal();
+    $("reason-text").focus();
+  }
+  function confirmReason() {
+    const text = $("reason-text").value.trim();
+    if (!text) { $("reason-text").focus(); return; }
+    const then = reasonThen;
+    reasonThen = null;
+    $("reason-dialog").close();
+    if (then) then(text);
+  }
+
+  function onKey(event) {
+    if (event.ctrlKey || event.metaKey || event.altKey) return;
+    const target = event.target;
+    if (target && (target.tagName === "INPUT" || target.tagName === "TEXTAREA" || target.tagName === "SELECT")) return;
+    if (document.querySelector("dialog[open]")) return;
+    const started = performance.now();
+    const actions = {
+      j: () => openAt(Math.min(state.cursor + 1, state.items.length - 1)),
+      k: () => openAt(Math.max(state.cursor - 1, 0)),
+      a: () => decideCurrent("approve", undefined, started),
+      r: () => state.current && askReason("Reject " + state.current + ": why?", (why) => decideCurrent("reject", why)),
+      e: () => openEditor(),
+      x: () => state.items[state.cursor] && togglePick(state.items[state.cursor].item_id),
+      A: () => decideBulk("approve"),
+      R: () => askReason("Reject " + ($("bulk-count").textContent) + ": why?", (why) => decideBulk("reject", why)),
+      "?": () => $("help-dialog").showModal(),
+      "/": () => $("search").focus(),
+    };
+    const run = actions[event.key];
+    if (!run) return;
+    event.preventDefault();
+    run();
   }
 
   // -- search ---------------------------------------------------------------------------------
@@ -289,12 +608,9 @@
   async function search(text) {
     const box = $("search-result");
     clear(box);
-    box.hidden = false;
     const query = text.trim();
-    if (!query) {
-      box.hidden = true;
-      return;
-    }
+    box.hidden = !query;
+    if (!query) return;
     try {
       const found = await api("search?" + new URLSearchParams({ q: query }).toString());
       if (!found.items.length) {
@@ -306,14 +622,9 @@
         const entry = el("li");
         const link = el("a", item.item_id);
         link.href = "#";
-        link.addEventListener("click", (event) => {
-          event.preventDefault();
-          openItem(item.item_id);
-        });
-        entry.appendChild(link);
-        entry.appendChild(document.createTextNode(" is "));
-        entry.appendChild(statusCell(item.status));
-        entry.appendChild(document.createTextNode(" in run " + item.run_id + ", since " + formatTime(item.updated_at)));
+        link.addEventListener("click", (event) => { event.preventDefault(); openItem(item.item_id); });
+        entry.append(link, document.createTextNode(" is "), statusNode(item.status),
+          document.createTextNode(" in run " + item.run_id + ", since " + formatTime(item.updated_at)));
         list.appendChild(entry);
       }
       box.appendChild(list);
@@ -326,6 +637,7 @@
   // -- wiring ---------------------------------------------------------------------------------
 
   document.addEventListener("DOMContentLoaded", () => {
+    document.body.classList.toggle("in-run", inRun);
     $("filter-status").value = state.status;
     $("filter-run").value = state.runId;
     $("filters").addEventListener("submit", (event) => {
@@ -334,30 +646,40 @@
       state.status = $("filter-status").value;
       state.runId = $("filter-run").value.trim();
       state.offset = 0;
+      state.allMatching = false;
+      state.picked.clear();
       syncUrl();
       loadQueue();
     });
     $("filter-workflow").addEventListener("change", () => $("filters").requestSubmit());
     $("filter-status").addEventListener("change", () => $("filters").requestSubmit());
-    $("refresh").addEventListener("click", () => loadQueue());
-    $("prev").addEventListener("click", () => {
-      state.offset = Math.max(0, state.offset - PAGE_SIZE);
-      loadQueue();
+    $("refresh").addEventListener("click", () => { state.views.clear(); loadQueue(); });
+    $("prev").addEventListener("click", () => { state.offset = Math.max(0, state.offset - PAGE_SIZE); loadQueue(false); });
+    $("next").addEventListener("click", () => { state.offset += PAGE_SIZE; loadQueue(false); });
+    $("search-form").addEventListener("submit", (event) => { event.preventDefault(); search($("search").value); });
+    $("approve").addEventListener("click", () => decideCurrent("approve"));
+    $("reject").addEventListener("click", () => askReason("Reject " + state.current + ": why?", (why) => decideCurrent("reject", why)));
+    $("edit").addEventListener("click", () => openEditor());
+    $("editor-save").addEventListener("click", () => submitCorrection());
+    $("editor-cancel").addEventListener("click", () => { $("editor").hidden = true; });
+    $("editor-text").addEventListener("keydown", (e) => {
+      if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); submitCorrection(); }
+      if (e.key === "Escape") { e.preventDefault(); $("editor").hidden = true; }
     });
-    $("next").addEventListener("click", () => {
-      state.offset += PAGE_SIZE;
-      loadQueue();
-    });
-    $("search-form").addEventListener("submit", (event) => {
-      event.preventDefault();
-      search($("search").value);
-    });
-    $("approve").addEventListener("click", () => decide("approve"));
-    $("reject").addEventListener("click", () => decide("reject"));
-    $("correct").addEventListener("click", () => decide("correct"));
+    $("reason-form").addEventListener("submit", (e) => { e.preventDefault(); confirmReason(); });
+    $("reason-text").addEventListener("keydown", (e) => { if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); confirmReason(); } });
+    $("reason-cancel").addEventListener("click", () => { reasonThen = null; $("reason-dialog").close(); });
+    $("help-button").addEventListener("click", () => $("help-dialog").showModal());
+    $("select-all-matching").addEventListener("click", () => { state.allMatching = true; renderBulk(); });
+    $("bulk-approve").addEventListener("click", () => decideBulk("approve"));
+    $("bulk-reject").addEventListener("click", () => askReason("Reject " + $("bulk-count").textContent + ": why?", (why) => decideBulk("reject", why)));
+    $("bulk-clear").addEventListener("click", () => { state.picked.clear(); state.allMatching = false; renderQueue(); });
+    document.addEventListener("keydown", onKey);
+    const wanted = params.get("item");
+    if (wanted) { state.current = wanted; openItem(wanted); }
     loadQueue();
-    if (state.selected) openItem(state.selected);
     window.setInterval(tickAges, 15000);
-    window.setInterval(loadQueue, 60000);
+    window.setInterval(() => { if (!state.busy && !document.querySelector("dialog[open]")) loadQueue(); }, 60000);
+    window.setInterval(() => { if (state.current) claim(state.current); }, 120000);
   });
 })();

@@ -1,0 +1,151 @@
+"""Routes for working the queue all day: bulk decisions and claims, under ``/conveyor/api/review``.
+
+* ``POST   /decisions``: approve or reject many items with one comment, by ``item_ids`` or by
+  ``filter`` (``workflow``, ``run_id``, ``status``: every item on the queue matching it). Each
+  item gets its own guarded decision and audit row; the answer lists what was ``decided``, what
+  someone else decided first (``already_decided``, with who and when), what is
+  ``not_awaiting_review`` and what is ``unknown``. 403 when the user may not decide on one of
+  the workflows named.
+* ``POST   /items/{item_id}/claim``: claim an item while reviewing it (``[conveyor]
+  review_claim_minutes``); renewing one's own claim is fine. 409 ``claimed`` naming the holder
+  when another reviewer holds it: the claim is advice only, that reviewer may still decide.
+* ``DELETE /items/{item_id}/claim``: release one's own claim.
+* ``GET    /source/{item_id}``: the input row(s) the gate read for the item and what failed.
+
+The reviewer is always the authenticated Airflow user; mutations take JSON bodies only.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter, Depends, HTTPException, status
+from pydantic import BaseModel, Field
+
+from conveyor.ledger.errors import UnknownItem
+from conveyor.review.api import ClaimOut, QueueDep, require_json, workflow_of
+from conveyor.review.auth import CurrentUser, permitted_workflows, require_dag_access
+from conveyor.review.bulk import BULK_ACTIONS, QueueFilter
+from conveyor.review.claims import ClaimHeld, ReviewClaims
+from conveyor.review.errors import InvalidDecision
+
+#: Most item ids one call may name.
+MAX_IDS = 5_000
+
+
+class FilterIn(BaseModel):
+    """Every item on the queue matching this (workflows the user may decide on only)."""
+
+    workflow: str | None = Field(default=None, max_length=200)
+    run_id: str | None = Field(default=None, max_length=250)
+    status: Literal["quarantined", "pending_review"] | None = None
+
+
+class BulkDecisionIn(BaseModel):
+    """One decision on many items; give ``item_ids`` or ``filter``."""
+
+    action: Literal["approve", "reject"]
+    comment: str | None = Field(default=None, max_length=4000)
+    item_ids: list[str] | None = Field(default=None, max_length=MAX_IDS)
+    filter: FilterIn | None = None
+
+
+class RefusedOut(BaseModel):
+    item_id: str
+    status: str | None
+    decided_by: str | None = None
+    decided_at: str | None = None
+
+
+class DecidedOut(BaseModel):
+    item_id: str
+    from_status: str
+    to_status: str
+
+
+class BulkDecisionOut(BaseModel):
+    action: str
+    actor: str
+    comment: str | None
+    decided: list[DecidedOut]
+    already_decided: list[RefusedOut]
+    not_awaiting_review: list[RefusedOut]
+    unknown: list[str]
+
+
+def create_router() -> APIRouter:
+    """The bulk-decision and claim routes (mounted under ``/api/review`` of the Conveyor app)."""
+    router = APIRouter(prefix="/api/review", tags=["Conveyor review"])
+
+    @router.post("/decisions", response_model=BulkDecisionOut, dependencies=[Depends(require_json)])
+    def decide_many(body: BulkDecisionIn, queue: QueueDep, user: CurrentUser) -> dict[str, Any]:
+        """Approve or reject many items, each with its own guarded decision and audit row."""
+        if (body.item_ids is None) == (body.filter is None):
+            raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, "give either item_ids or filter")
+        if body.action not in BULK_ACTIONS:  # pragma: no cover - Literal checks it
+            raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, f"unknown action {body.action!r}")
+        where = None
+        if body.item_ids is not None:
+            for workflow in sorted({workflow_of(i) for i in body.item_ids}):
+                require_dag_access(user, workflow, "PUT")
+        else:
+            assert body.filter is not None
+            if body.filter.workflow:
+                require_dag_access(user, body.filter.workflow, "PUT")
+                workflows = [body.filter.workflow]
+            else:
+                workflows = sorted(permitted_workflows(user, queue.workflows(), "PUT"))
+            where = QueueFilter(workflows, run_id=body.filter.run_id or None, status=body.filter.status)
+        try:
+            outcome = queue.decide_many(
+                body.item_ids, body.action, reviewer=user.get_name(), comment=body.comment, where=where
+            )
+        except InvalidDecision as exc:
+            raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
+        return outcome.as_json()
+
+    @router.post(
+        "/items/{item_id:path}/claim",
+        response_model=ClaimOut,
+        dependencies=[Depends(require_json)],
+        responses={409: {"description": "another reviewer holds the item; the answer names them"}},
+    )
+    def claim(item_id: str, queue: QueueDep, user: CurrentUser) -> ClaimOut:
+        """Claim an item while reviewing it (or renew one's own claim)."""
+        require_dag_access(user, workflow_of(item_id), "GET")
+        try:
+            queue.ledger.get(item_id)
+            held = ReviewClaims(queue.ledger).claim(item_id, user.get_name())
+        except UnknownItem as exc:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None
+        except ClaimHeld as exc:
+            raise HTTPException(
+                status.HTTP_409_CONFLICT,
+                {
+                    "code": "claimed",
+                    "message": str(exc),
+                    "reviewer": exc.claim.reviewer,
+                    "claimed_at": exc.claim.claimed_at.isoformat(),
+                    "expires_at": exc.claim.expires_at.isoformat(),
+                },
+            ) from None
+        return ClaimOut(**held.__dict__, mine=True)
+
+    @router.delete("/items/{item_id:path}/claim")
+    def release(item_id: str, queue: QueueDep, user: CurrentUser) -> dict[str, int]:
+        """Release one's own claim on an item (others' claims stay)."""
+        require_dag_access(user, workflow_of(item_id), "GET")
+        return {"released": ReviewClaims(queue.ledger, minutes=1).release([item_id], user.get_name())}
+
+    @router.get("/source/{item_id:path}")
+    def source(item_id: str, queue: QueueDep, user: CurrentUser) -> dict[str, Any]:
+        """The input rows the gate read for the item (its row as read and what failed), newest first."""
+        from conveyor.gate.results import GateResultStore
+
+        require_dag_access(user, workflow_of(item_id), "GET")
+        findings = GateResultStore(queue.ledger).for_item(item_id)
+        keep = ("run_id", "step", "row_key", "row_number", "outcome", "failures", "row_data", "suite", "created_at")
+        rows = [{k: f.get(k) for k in keep} for f in findings]  # newest first
+        return {"item_id": item_id, "findings": rows}
+
+    return router

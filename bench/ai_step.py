@@ -99,6 +99,7 @@ def run_llm(ledger, server, run_id: str, count: int, batch_size: int, latency: f
 def raw_sdk_rate(server, count: int, latency: float) -> float:
     """Baseline: the bare OpenAI SDK client (no pydantic-ai, no ledger) against the same server."""
     import openai
+
     from conveyor.ai.definitions import CLASSIFY_EXCEPTION
     from conveyor.ai.schemas import ExceptionClassification
 

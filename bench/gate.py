@@ -310,6 +310,7 @@ def main() -> None:
     if not args.no_ledger:
         sys.path.insert(0, str(REPO / "bench"))
         from _pg import drop, scratch_database
+
         from conveyor.ledger import Ledger
 
         name = f"conveyor_bench_gate_{os.getpid()}"

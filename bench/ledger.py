@@ -25,11 +25,14 @@ import time
 from pathlib import Path
 
 from _pg import drop, scratch_database
+
+from conveyor import Workflow
 from conveyor.ledger import Ledger, NewItem
 from conveyor.ledger.store import canonical_json, input_hash
 
 WF = "supplier_exceptions"
 CHAIN = ["validated", "ai_processed", "approved", "published"]
+FLOW = Workflow(name=WF, source_field="supplier_id")
 
 
 def payload(n: int) -> dict[str, object]:
@@ -44,6 +47,7 @@ def payload(n: int) -> dict[str, object]:
 def bench_transitions(dsn: str, count: int) -> None:
     ledger = Ledger(dsn)
     ledger.upgrade()
+    ledger.declare(FLOW, actor="bench")
     items = [NewItem(f"EX-{n:08d}", payload(n)) for n in range(count)]
 
     with ledger.connect() as conn:
@@ -105,15 +109,17 @@ def bench_transitions(dsn: str, count: int) -> None:
         f"{1 / (1 / update_ratio + 1 / audit_ratio):.2f}"
     )
     print(f"ledger.receive of {count:,} items:    {receive_seconds:6.2f} s  {count / receive_seconds:10,.0f} items/s")
+    print(f"RATIO receive/COPY = {copy_seconds / receive_seconds:.2f}  (goal >= 0.75)")
     for status, seconds in zip(CHAIN, timings, strict=True):
         print(f"  transition → {status:<13} {seconds:6.2f} s  {count / seconds:10,.0f} items/s (with audit rows)")
     print(f"transitions, all four:               {sum(timings):6.2f} s  {transition_rate:10,.0f} items/s")
-    print(f"RATIO transitions/COPY = {transition_rate / copy_rate:.2f}  (goal >= 0.5)")
+    print(f"RATIO transitions/COPY = {transition_rate / copy_rate:.2f}  (goal >= 0.35; the bare-SQL bound above)")
 
 
 def bench_status(dsn: str, rows: int) -> None:
     ledger = Ledger(dsn)
     ledger.upgrade()
+    ledger.declare(FLOW, actor="bench")
     print(f"\nfilling the ledger with {rows:,} items (set-based INSERT ... SELECT) ...", flush=True)
     started = time.perf_counter()
     with ledger.connect() as conn:

@@ -315,9 +315,10 @@ class Ledger:
         """
         flow = self.workflow(workflow)
         if routes:
-            illegal = {i: flow.first for i, r in routes.items() if not flow.allows(flow.first, r.to_status)}
-            if illegal:
-                raise IllegalTransition(flow.name, next(iter(routes.values())).to_status, illegal)
+            for target in {route.to_status for route in routes.values()}:
+                if not flow.allows(flow.first, target):
+                    illegal = {i: flow.first for i, r in routes.items() if r.to_status == target}
+                    raise IllegalTransition(flow.name, target, illegal)
         result = ReceiveResult()
         given: dict[str, NewItem] = {}
         with receiving.no_gc():

@@ -274,7 +274,10 @@ def run_child(phase: str, path: Path, chunk_size: int, dsn: str | None = None) -
     if dsn:
         command += ["--dsn", dsn]
     out = subprocess.run(
-        command, capture_output=True, text=True, env=dict(os.environ, GX_ANALYTICS_ENABLED="False", AIRFLOW__CONVEYOR__INCLUDE_FOLDER=str(REPO / "include"))
+        command,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, GX_ANALYTICS_ENABLED="False", AIRFLOW__CONVEYOR__INCLUDE_FOLDER=str(REPO / "include")),
     )
     lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
     if out.returncode != 0 or not lines:

@@ -134,7 +134,8 @@ def copy_new(
     (now,) = conn.execute("SELECT to_jsonb(now())::text").fetchone()  # type: ignore[misc]
     version = "\\N" if flow.version is None else str(flow.version)
     fixed = f"\t{_text(flow.name)}\t{_text(run_id)}"
-    received_tail = f"{fixed}\t{_text(first)}\t{_text(reason)}\t\\N\t\\N\t{_text(f'{{{canonical_json(first)}:{now}}}')}\t{version}\n"
+    first_times = _text(f"{{{canonical_json(first)}:{now}}}")
+    received_tail = f"{fixed}\t{_text(first)}\t{_text(reason)}\t\\N\t\\N\t{first_times}\t{version}\n"
     received_audit = f"\t{_text(run_id)}\t{_text(flow.name)}\t\\N\t{_text(first)}\t{_text(actor)}\t{_text(reason)}\n"
     tails: dict[int, tuple[str, str]] = {}
 

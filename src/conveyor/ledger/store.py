@@ -23,6 +23,8 @@ from conveyor.ledger import migrate, receiving
 from conveyor.ledger import workflows as declarations
 from conveyor.ledger.connection import describe, resolve_dsn
 from conveyor.ledger.errors import IllegalTransition, LedgerUnavailable, UnknownItem
+from conveyor.ledger.lookup import filters as _filters
+from conveyor.ledger.lookup import items_query
 from conveyor.ledger.receiving import Route
 from conveyor.ledger.records import ITEM_COLUMNS as _ITEM_COLUMNS
 from conveyor.ledger.records import TRANSITION_COLUMNS, Item, TransitionRecord
@@ -615,11 +617,7 @@ class Ledger:
         offset: int = 0,
     ) -> list[Item]:
         """Items matching every filter given, newest first."""
-        where, params = _filters(workflow, run_id, status)
-        query = f"SELECT {_ITEM_COLUMNS} FROM conveyor.items{where} ORDER BY updated_at DESC, item_id"
-        if limit is not None:
-            query += " LIMIT %s OFFSET %s"
-            params += [limit, offset]
+        query, params = items_query(workflow=workflow, run_id=run_id, status=status, limit=limit, offset=offset)
         with self.connect() as conn, conn.cursor(row_factory=dict_row) as cur:
             return [Item(**row) for row in cur.execute(query, params).fetchall()]  # type: ignore[arg-type]
 
@@ -637,21 +635,6 @@ class Ledger:
         with self.connect() as conn:
             rows = conn.execute(f"SELECT item_id FROM conveyor.items{where} ORDER BY item_id", params).fetchall()  # type: ignore[arg-type]
         return [r[0] for r in rows]
-
-
-def _filters(workflow: str | None, run_id: str | None, status: str | Sequence[str] | None) -> tuple[str, list[Any]]:
-    clauses: list[str] = []
-    params: list[Any] = []
-    if workflow is not None:
-        clauses.append("workflow = %s")
-        params.append(workflow)
-    if run_id is not None:
-        clauses.append("run_id = %s")
-        params.append(run_id)
-    if status is not None:
-        clauses.append("status = ANY(%s)")
-        params.append(list(as_statuses(status)))
-    return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
 
 
 def _chunks(seq: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:

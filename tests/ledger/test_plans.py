@@ -11,14 +11,15 @@ from __future__ import annotations
 import pytest
 
 from conveyor.ledger import NewItem
-from conveyor.ledger.store import _move_statement
+from conveyor.ledger.store import _move_data, _move_statement
 from tests.support.plans import plan_nodes
 
 WF = "supplier_exceptions"
 
 
+@pytest.mark.parametrize("fields", [[], ["reason", "confidence"]], ids=["ids only", "with per-item data"])
 @pytest.mark.parametrize("from_one", [True, False], ids=["from one status", "from several statuses"])
-def test_a_move_looks_its_ids_up_by_key_when_statistics_say_no_item_is_in_its_status(ledger, from_one):
+def test_a_move_looks_its_ids_up_by_key_when_statistics_say_no_item_is_in_its_status(ledger, from_one, fields):
     with ledger.connect() as conn:
         conn.execute(
             "INSERT INTO conveyor.items (item_id, workflow, business_key, run_id, status, payload, input_hash)"
@@ -39,8 +40,12 @@ def test_a_move_looks_its_ids_up_by_key_when_statistics_say_no_item_is_in_its_st
         "reason": None,
     }
 
+    if fields:  # per-item data travels as one JSON document
+        params["data"] = _move_data(ids, {"reason": ["r"] * len(ids), "confidence": [0.9] * len(ids)})
+
     with ledger.connect() as conn:
-        (plan,) = conn.execute("EXPLAIN (FORMAT JSON) " + _move_statement([], from_one=from_one), params).fetchone()
+        statement = _move_statement(fields, from_one=from_one)
+        (plan,) = conn.execute("EXPLAIN (FORMAT JSON) " + statement, params).fetchone()
 
     loops = [node for node in plan_nodes(plan[0]["Plan"]) if node["Node Type"] == "Nested Loop"]
     assert loops, "the ids are joined to the items by a nested loop of key lookups"

@@ -29,6 +29,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "dags"))  # the example workflow's own code, as a DAG bundle puts it there
+os.environ.setdefault("AIRFLOW__CONVEYOR__INCLUDE_FOLDER", str(REPO / "include"))
 
 from tests.ai.llm_server import LLMServer  # noqa: E402
 from tests.support import postgres  # noqa: E402
@@ -62,7 +64,7 @@ def seed(ledger, run_id: str, count: int) -> None:
 
 def run_llm(ledger, server, run_id: str, count: int, batch_size: int, latency: float, **overrides) -> dict:
     """Seed ``count`` items, run the step against the server; return the measurements."""
-    from conveyor.ai.definitions import CLASSIFY_EXCEPTION
+    from conveyor_examples.supplier_exceptions import CLASSIFY_EXCEPTION
     from conveyor.ai.runner import AIStepRunner, StepConfig
 
     seed(ledger, run_id, count)
@@ -99,8 +101,9 @@ def run_llm(ledger, server, run_id: str, count: int, batch_size: int, latency: f
 def raw_sdk_rate(server, count: int, latency: float) -> float:
     """Baseline: the bare OpenAI SDK client (no pydantic-ai, no ledger) against the same server."""
     import openai
-    from conveyor.ai.definitions import CLASSIFY_EXCEPTION
-    from conveyor.ai.schemas import ExceptionClassification
+
+    from conveyor_examples.supplier_exceptions import CLASSIFY_EXCEPTION
+    from conveyor_examples.supplier_exceptions import ExceptionClassification
 
     server.configure(latency=latency, max_concurrency=CONCURRENCY, record_prompts=False)
     client = openai.AsyncOpenAI(base_url=server.base_url, api_key="sk-bench-key", max_retries=0)
@@ -122,7 +125,7 @@ def raw_sdk_rate(server, count: int, latency: float) -> float:
                 logprobs=True,
                 temperature=0.0,
                 messages=[
-                    {"role": "system", "content": CLASSIFY_EXCEPTION.instructions},
+                    {"role": "system", "content": CLASSIFY_EXCEPTION.prompt_text()},
                     {"role": "user", "content": CLASSIFY_EXCEPTION.user_message(rows[n % len(rows)])},
                 ],
             )
@@ -201,15 +204,15 @@ def bench_llm(ledger, count: int, batch_size: int, items_per_call: int) -> None:
 
 
 def bench_local(ledger, count: int, batch_size: int) -> None:
-    from conveyor.ai.definitions import CLASSIFY_EXCEPTION
+    from conveyor_examples.supplier_exceptions import CLASSIFY_EXCEPTION
     from conveyor.ai.models.base import ModelInput
-    from conveyor.ai.models.local import ExceptionClassifierModel
+    from conveyor_examples.supplier_exceptions import exception_model
     from conveyor.ai.runner import StepConfig, run_step
 
     started = time.perf_counter()
     seed(ledger, "local", count)
     print(f"(seeding {count:,} validated items took {time.perf_counter() - started:.1f} s; not measured)")
-    model = ExceptionClassifierModel()  # trained (or loaded from $CONVEYOR_HOME) before the clock starts
+    model = exception_model()  # trained (or loaded from $CONVEYOR_HOME) before the clock starts
     started = time.perf_counter()
     summary = run_step(
         ledger,
@@ -222,9 +225,10 @@ def bench_local(ledger, count: int, batch_size: int) -> None:
         ),
     )
     seconds = time.perf_counter() - started
+    step_rate = summary["items"] / seconds
     print(
         f"embedded model, whole step: {summary['items']:,} items in {seconds:.2f} s = "
-        f"{summary['items'] / seconds:,.0f} items/s "
+        f"{step_rate:,.0f} items/s "
         f"({summary['passed']:,} passed, {summary['review']:,} to review)"
     )
     rows = sample_rows()
@@ -236,6 +240,7 @@ def bench_local(ledger, count: int, batch_size: int) -> None:
         f"embedded model alone (classifier + drafter): {count:,} items in {seconds:.2f} s = "
         f"{count / seconds:,.0f} items/s"
     )
+    print(f"RATIO ai_step/model_alone = {step_rate / (count / seconds):.2f}  (goal >= 0.45; and >= 30k items/s)")
 
 
 def main() -> None:
@@ -254,7 +259,11 @@ def main() -> None:
     ledger = Ledger(postgres.create_database(name))
     try:
         ledger.upgrade()
-        bench_llm(ledger, args.llm_items, args.llm_batch, args.items_per_call)
+        from conveyor_examples.supplier_exceptions import SUPPLIER_EXCEPTIONS
+
+        ledger.declare(SUPPLIER_EXCEPTIONS, actor="bench")
+        if args.llm_items:
+            bench_llm(ledger, args.llm_items, args.llm_batch, args.items_per_call)
         if args.local_items:
             bench_local(ledger, args.local_items, args.local_batch)
     finally:

@@ -8,6 +8,8 @@ from typing import Any
 
 def dig(value: Any, path: str) -> Any:
     """The value at ``path`` (dots go deeper into mappings); None when any part is missing."""
+    if "." not in path and type(value) is dict:  # the common case, without an ABC check
+        return value.get(path)
     for part in path.split("."):
         if not isinstance(value, Mapping):
             return None

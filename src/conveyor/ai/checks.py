@@ -39,11 +39,21 @@ VAGUE_PHRASES: tuple[str, ...] = (
 )
 
 
+#: Compiled once: ``re.findall(pattern, ...)`` looks its pattern up in re's cache on every call.
+_WORD = re.compile(r"\w+")
+_SENTENCE_BREAK = re.compile(r"[.!?]\s+[A-Z]")
+
+
 def _missing(value: Any) -> bool:
-    return (
-        value is None
-        or (isinstance(value, str | list | tuple | dict) and len(value) == 0)
-        or (isinstance(value, str) and not value.strip())
+    if value is None:
+        return True
+    kind = type(value)
+    if kind is str:  # the common case first: checks run on every item of every chunk
+        return not value.strip()
+    if kind in (list, tuple, dict):
+        return not value
+    return (isinstance(value, str | list | tuple | dict) and len(value) == 0) or (
+        isinstance(value, str) and not value.strip()
     )
 
 
@@ -88,7 +98,7 @@ class NotVague:
         hits = [p for p in self.phrases if p in lowered]
         if hits:
             return f"{self.field} is vague (says {hits[0]!r}): {_quote(text)}"
-        if len(re.findall(r"\w+", lowered)) < self.min_words:
+        if len(_WORD.findall(lowered)) < self.min_words:
             return f"{self.field} is too short to be useful ({len(lowered.split())} words): {_quote(text)}"
         return None
 
@@ -113,7 +123,7 @@ class OneSentence:
                 f"one report sentence is at most {self.max_chars}"
             )
         # A sentence end followed by more text (abbreviations like "approx." are rare in drafts).
-        if re.search(r"[.!?]\s+[A-Z]", text):
+        if _SENTENCE_BREAK.search(text):
             return f"{self.field} has more than one sentence: {_quote(text)}"
         return None
 

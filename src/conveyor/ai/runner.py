@@ -431,9 +431,17 @@ class AIStepRunner:
         breaker: BreakerOpen | None = None
         # Only remote answers are cached; a local model is cheaper to run than to look up.
         hashed = self.primary.remote or (self.fallback is not None and self.fallback.remote)
+        chunks = list(_chunks(ids, c.batch_size))
+        # The next chunk is read while this one is answered, judged and committed: the ledger's
+        # round trip and the payloads' JSON parsing overlap the model's work.
+        loading: asyncio.Task[list[ItemView]] | None = asyncio.create_task(asyncio.to_thread(self._load, chunks[0]))
         try:
-            for number, chunk in enumerate(_chunks(ids, c.batch_size), start=1):
-                views = await asyncio.to_thread(self._load, chunk)
+            for number in range(1, len(chunks) + 1):
+                assert loading is not None
+                views = await loading
+                loading = (
+                    asyncio.create_task(asyncio.to_thread(self._load, chunks[number])) if number < len(chunks) else None
+                )
                 # Off the event loop: a task's render may read files (object storage's clients run an
                 # event loop of their own and cannot be called from inside this one).
                 inputs, input_errors = await asyncio.to_thread(self._render, views, hashed)
@@ -461,6 +469,9 @@ class AIStepRunner:
                     breaker = outcome.breaker
                     break
         finally:
+            if loading is not None:  # stopped early: the read ahead is not needed
+                loading.cancel()
+                await asyncio.gather(loading, return_exceptions=True)
             if committing is not None:
                 await committing
         if breaker is not None:

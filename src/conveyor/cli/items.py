@@ -93,16 +93,17 @@ def run_history(args: argparse.Namespace) -> int:
 def run_items(args: argparse.Namespace) -> int:
     import sys
 
-    from conveyor.ledger.store import Ledger
-
-    ledger = Ledger(args.dsn)
     if args.status and args.workflow:
-        statuses = ledger.workflow(args.workflow).statuses
+        from conveyor.ledger.store import Ledger
+
+        statuses = Ledger(args.dsn).workflow(args.workflow).statuses
         if args.status not in statuses:
             print(f"conveyor: {args.status!r} is not a status of workflow {args.workflow!r}; its statuses: "
                   f"{', '.join(sorted(statuses))}", file=sys.stderr)
             return 2
-    found = ledger.items(workflow=args.workflow, run_id=args.run_id, status=args.status, limit=args.limit)
+    from conveyor.ledger.lookup import get_items  # the fast read path (no psycopg 3 import)
+
+    found = get_items(workflow=args.workflow, run_id=args.run_id, status=args.status, limit=args.limit, dsn=args.dsn)
     if args.json:
         print_json(found)
         return 0
@@ -114,7 +115,9 @@ def run_items(args: argparse.Namespace) -> int:
         ["item", "status", "run", "updated", "reason"],
     )
     if args.run_id:
-        for line in run_progress(ledger, args.run_id, args.workflow):
+        from conveyor.ledger.store import Ledger
+
+        for line in run_progress(Ledger(args.dsn), args.run_id, args.workflow):
             print(line)
     return 0
 

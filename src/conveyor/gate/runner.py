@@ -20,6 +20,7 @@ by the next attempt (receiving is a no-op for items already there, moves are gua
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
@@ -40,7 +41,8 @@ from conveyor.gate.failures import RowFailure, error_text, is_missing, reason_fo
 from conveyor.gate.readers import DEFAULT_CHUNK_SIZE, Chunk, SourceReader, reader_for
 from conveyor.gate.results import GateResultStore, GateSummary, ResultRow
 from conveyor.gate.suites import GateSuite, load_suite
-from conveyor.ledger import Ledger, NewItem
+from conveyor.ledger import Ledger, NewItem, Route
+from conveyor.ledger.receiving import no_gc
 from conveyor.ledger.statuses import Status
 from conveyor.ledger.store import ItemUpdate, item_id_for
 
@@ -509,11 +511,12 @@ class GateRunner:
                     "clear the task once the file is complete",
                 )
             chunks = self._retyped(reader)
-        for chunk, typed, bad_cells in chunks:
-            if self.config.ledger_mode:
-                self._route_items(chunk, plan, summary)
-            else:
-                self._route_rows(chunk, typed, bad_cells, plan, summary, reader.input_hash)
+        with no_gc():  # a bulk pass: millions of payload dicts and rows that all live to its end
+            for chunk, typed, bad_cells in chunks:
+                if self.config.ledger_mode:
+                    self._route_items(chunk, plan, summary)
+                else:
+                    self._route_rows(chunk, typed, bad_cells, plan, summary, reader.input_hash)
 
     def _retyped(self, reader: SourceReader | LedgerReader) -> Any:
         for chunk in reader.chunks():
@@ -535,6 +538,7 @@ class GateRunner:
         keys = frame[self.key_column].tolist()
         new_items: list[NewItem] = []
         row_of_item: dict[str, int] = {}
+        routes: dict[str, Route] = {}
         results: list[ResultRow] = []
         for row, key, payload in zip(frame.index, keys, payloads, strict=True):
             row = int(row)
@@ -557,13 +561,18 @@ class GateRunner:
                 continue
             new_items.append(NewItem(business_key=key, payload=payload))
             row_of_item[item_id] = row
+            routes[item_id] = self._route_of(plan.findings.get(row), row, summary.source)
+        # Received and routed in one write: a new item is inserted at its gate outcome, with both
+        # audit rows. Items this run received before (a retried task) are moved below, guarded.
         received = self.ledger.receive(
             cfg.workflow,
             cfg.run_id,
             new_items,
             actor=self.actor,
             reason=f"read from {_short_source(summary.source)}",
+            routes=routes if self.gate_input == self.flow.first else None,
         )
+        routed = set(received.inserted) if self.gate_input == self.flow.first else set()
         owned = set(received.inserted) | self._owned_by_run(received.unchanged)
         summary.already_received += len(set(received.unchanged) - owned)
         for item_id, (other_run, status) in received.conflicts.items():
@@ -596,11 +605,17 @@ class GateRunner:
             row = row_of_item[item_id]
             findings = plan.findings.get(row)
             if not findings:
-                passing.append(item_id)
+                if item_id in routed:
+                    summary.validated += 1
+                else:
+                    passing.append(item_id)
                 continue
-            failing[item_id] = self._quarantine_update(
-                findings, f"row {row} of {_short_source(summary.source)}"
-            )
+            if item_id in routed:
+                summary.quarantined += 1
+            else:
+                failing[item_id] = self._quarantine_update(
+                    findings, f"row {row} of {_short_source(summary.source)}"
+                )
             results.append(
                 ResultRow(
                     f"row {row}",
@@ -641,6 +656,27 @@ class GateRunner:
             rows=results,
         )
 
+    def _route_of(self, findings: Sequence[RowFailure] | None, row: int, source: str) -> Route:
+        """Where a new row's item goes in the write that receives it (see :meth:`_move`)."""
+        if not findings:
+            return self._passed  # one shared route: the ledger formats it once
+        update = self._quarantine_update(findings, f"row {row} of {_short_source(source)}")
+        return Route(
+            Status.QUARANTINED,
+            reason=update.reason,
+            last_error=update.last_error,
+            review_target=update.review_target,
+            detail=update.detail,
+        )
+
+    @property
+    def _passed_reason(self) -> str:
+        return f"passed the gate (suite {self.suite.name!r})"
+
+    @functools.cached_property
+    def _passed(self) -> Route:
+        return Route(self.gate_output, reason=self._passed_reason)
+
     def _quarantine_update(self, findings: Sequence[RowFailure], label: str) -> ItemUpdate:
         return ItemUpdate(
             reason=reason_for(findings),
@@ -661,7 +697,7 @@ class GateRunner:
                 to_status=self.gate_output,
                 actor=self.actor,
                 from_status=gate_input,
-                reason=f"passed the gate (suite {self.suite.name!r})",
+                reason=self._passed_reason,
             )
             _log_not_moved(moved.not_moved, self.gate_output)
         if failing:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from conveyor.ledger.errors import IllegalTransition, LedgerError, LedgerUnavailable, UnknownItem, UnknownWorkflow
+    from conveyor.ledger.receiving import Route
     from conveyor.ledger.records import Item, TransitionRecord
     from conveyor.ledger.statuses import Status
     from conveyor.ledger.store import ItemUpdate, Ledger, NewItem, ReceiveResult, TransitionResult
@@ -28,6 +29,7 @@ _EXPORTS = {
     "Ledger": "store",
     "NewItem": "store",
     "ReceiveResult": "store",
+    "Route": "receiving",
     "TransitionResult": "store",
 }
 
@@ -40,6 +42,7 @@ __all__ = [
     "LedgerUnavailable",
     "NewItem",
     "ReceiveResult",
+    "Route",
     "Status",
     "TransitionRecord",
     "TransitionResult",

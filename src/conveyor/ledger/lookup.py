@@ -8,9 +8,13 @@ Everything that writes goes through :class:`conveyor.ledger.store.Ledger`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from conveyor.ledger.connection import describe, resolve_dsn
 from conveyor.ledger.errors import LedgerUnavailable, UnknownItem
 from conveyor.ledger.records import ITEM_COLUMNS, TRANSITION_COLUMNS, Item, TransitionRecord
+from conveyor.ledger.statuses import as_statuses
 
 
 def _connect(dsn: str):  # type: ignore[no-untyped-def]
@@ -54,3 +58,56 @@ def get_history(item_id: str, dsn: str | None = None) -> list[TransitionRecord]:
     finally:
         conn.close()
     return [TransitionRecord(*row) for row in rows]
+
+
+def get_items(
+    *,
+    workflow: str | None = None,
+    run_id: str | None = None,
+    status: str | Sequence[str] | None = None,
+    limit: int | None = 100,
+    dsn: str | None = None,
+) -> list[Item]:
+    """Items matching every filter given, newest first (what ``conveyor items`` lists)."""
+    query, params = items_query(workflow=workflow, run_id=run_id, status=status, limit=limit)
+    conn = _connect(resolve_dsn(dsn))
+    try:
+        with conn.cursor() as cur:
+            cur.execute(query, params)
+            rows = cur.fetchall()
+    finally:
+        conn.close()
+    return [Item(*row) for row in rows]
+
+
+def items_query(
+    *,
+    workflow: str | None,
+    run_id: str | None,
+    status: str | Sequence[str] | None,
+    limit: int | None,
+    offset: int = 0,
+) -> tuple[str, list[Any]]:
+    """The query of :meth:`Ledger.items`: newest first, so that with a workflow and no run it reads
+    index ``items_workflow_newest`` in order and stops at the limit."""
+    where, params = filters(workflow, run_id, status)
+    query = f"SELECT {ITEM_COLUMNS} FROM conveyor.items{where} ORDER BY updated_at DESC, item_id"
+    if limit is not None:
+        query += " LIMIT %s OFFSET %s"
+        params += [limit, offset]
+    return query, params
+
+
+def filters(workflow: str | None, run_id: str | None, status: str | Sequence[str] | None) -> tuple[str, list[Any]]:
+    clauses: list[str] = []
+    params: list[Any] = []
+    if workflow is not None:
+        clauses.append("workflow = %s")
+        params.append(workflow)
+    if run_id is not None:
+        clauses.append("run_id = %s")
+        params.append(run_id)
+    if status is not None:
+        clauses.append("status = ANY(%s)")
+        params.append(list(as_statuses(status)))
+    return (" WHERE " + " AND ".join(clauses) if clauses else ""), params

@@ -19,10 +19,13 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from conveyor.ledger import migrate
+from conveyor.ledger import migrate, receiving
 from conveyor.ledger import workflows as declarations
 from conveyor.ledger.connection import describe, resolve_dsn
 from conveyor.ledger.errors import IllegalTransition, LedgerUnavailable, UnknownItem
+from conveyor.ledger.lookup import filters as _filters
+from conveyor.ledger.lookup import items_query
+from conveyor.ledger.receiving import Route
 from conveyor.ledger.records import ITEM_COLUMNS as _ITEM_COLUMNS
 from conveyor.ledger.records import TRANSITION_COLUMNS, Item, TransitionRecord
 from conveyor.ledger.statuses import as_statuses
@@ -36,14 +39,24 @@ _DEADLOCK_RETRIES = 5
 _UNSET: Any = object()
 
 
+#: One encoder for every call: ``json.dumps`` with options builds a new encoder each time (a
+#: third of the serialisation time of 100k small payloads).
+_ENCODE = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str).encode
+
+
 def canonical_json(value: Any) -> str:
     """The one JSON spelling of a payload that hashes and compares the same everywhere."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return _ENCODE(value)
+
+
+def hash_text(text: str) -> str:
+    """sha256 of an already canonical JSON text (see :func:`input_hash`)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def input_hash(payload: Any) -> str:
     """sha256 of the canonical payload: what the cache and the idempotency checks key on."""
-    return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
+    return hash_text(canonical_json(payload))
 
 
 def item_id_for(workflow: str, business_key: str) -> str:
@@ -146,7 +159,12 @@ def _move_statement(fields: Sequence[str], *, from_one: bool, versioned: bool = 
         not allow this move) are left where they are.
     """
     columns = ["item_id", *fields]
-    arrays = ", ".join(f"%({c})s::{_TYPES[c]}[]" for c in columns)
+    if fields:
+        # Per-item data travels as one JSON document (see _move_data): one parameter the server
+        # parses in C, instead of an array per field that the client escapes element by element.
+        rows = f"jsonb_to_recordset(%(data)s::jsonb) AS u({', '.join(f'{c} {_TYPES[c]}' for c in columns)})"
+    else:
+        rows = "unnest(%(item_id)s::text[]) AS u(item_id)"
     sets = [clause for name, _, _, clause in _OPTIONAL_FIELDS if name in fields]
     if "review_target" not in fields:
         sets.append("review_target = NULL")
@@ -169,7 +187,7 @@ def _move_statement(fields: Sequence[str], *, from_one: bool, versioned: bool = 
     # (20 s for 10k ids instead of 0.1 s; see tests/ledger/test_plans.py).
     given = f"""src AS MATERIALIZED (
     SELECT u.*, %(workflow)s::text AS want_workflow, %(from_statuses)s::text[] AS want_statuses
-    FROM unnest({arrays}) AS u({", ".join(columns)})
+    FROM {rows}
 )"""
     version_guard = (
         " AND (i.workflow_version IS NULL OR i.workflow_version <> ALL(%(blocked_versions)s::int[]))"
@@ -208,6 +226,16 @@ SELECT item_id, run_id, %(workflow)s, old_status, %(to_status)s, %(actor)s, {aud
 FROM moved
 RETURNING item_id
 """
+
+
+def _move_data(item_ids: Sequence[str], columns: Mapping[str, Sequence[Any]]) -> str:
+    """The per-item data of a move as one JSON array of objects (for ``jsonb_to_recordset``)."""
+    names = ["item_id", *columns]
+    return json.dumps(
+        [dict(zip(names, values, strict=True)) for values in zip(item_ids, *columns.values(), strict=True)],
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
 
 
 _TYPES = {"item_id": "text", "detail": "text", **{name: kind for name, kind, _, _ in _OPTIONAL_FIELDS}}
@@ -310,26 +338,42 @@ class Ledger:
         *,
         actor: str,
         reason: str | None = None,
+        routes: Mapping[str, Route] | None = None,
     ) -> ReceiveResult:
         """Record new items in the workflow's first status (set-based, through COPY), each with its
         audit row, under the workflow's current version.
 
         Re-receiving an item with the same input is a no-op (``unchanged``); with different input
         it is a ``conflict`` and nothing is overwritten.
+
+        :param routes: item id -> :class:`~conveyor.ledger.receiving.Route`: the move each newly
+            inserted item makes right away, in the same write (its status, reason and error, and
+            a second audit row). Items already in the ledger are not moved: the caller moves those
+            it owns with :meth:`transition`, guarded as usual.
+        :raises IllegalTransition: a route's status is not allowed from the first status.
         """
         flow = self.workflow(workflow)
+        if routes:
+            for target in {route.to_status for route in routes.values()}:
+                if not flow.allows(flow.first, target):
+                    illegal = {i: flow.first for i, r in routes.items() if r.to_status == target}
+                    raise IllegalTransition(flow.name, target, illegal)
         result = ReceiveResult()
-        rows: dict[str, NewItem] = {}
-        for item in items:
-            item_id = item_id_for(flow.name, item.business_key)
-            if item_id in rows:
-                result.duplicates.append(item_id)
-                continue
-            rows[item_id] = item
-        with self.connect() as conn:
-            for chunk in _chunks(list(rows.items()), CHUNK_SIZE):
-                self._receive_chunk(conn, flow, run_id, chunk, actor, reason, result)
-                conn.commit()
+        given: dict[str, NewItem] = {}
+        with receiving.no_gc():
+            for item in items:
+                item_id = item_id_for(flow.name, item.business_key)
+                if item_id in given:
+                    result.duplicates.append(item_id)
+                else:
+                    given[item_id] = item
+            with self.connect() as conn:
+                for chunk in _chunks(list(given.items()), CHUNK_SIZE):
+                    # Rows are made as the COPY streams them: the server inserts one part while
+                    # the next is serialised (each payload once: stored and hashed).
+                    rows = receiving.LazyRows(chunk, canonical_json, hash_text)
+                    self._receive_chunk(conn, flow, run_id, rows, actor, reason, routes, result)
+                    conn.commit()
         return result
 
     def _receive_chunk(
@@ -337,53 +381,31 @@ class Ledger:
         conn: psycopg.Connection,
         flow: Workflow,
         run_id: str,
-        chunk: Sequence[tuple[str, NewItem]],
+        chunk: receiving.LazyRows,
         actor: str,
         reason: str | None,
+        routes: Mapping[str, Route] | None,
         result: ReceiveResult,
     ) -> None:
-        conn.execute(
-            "CREATE TEMP TABLE IF NOT EXISTS incoming (item_id text, business_key text, payload text,"
-            " input_hash text, priority int) ON COMMIT DELETE ROWS"
-        )
-        with conn.cursor() as cur:
-            with cur.copy("COPY incoming (item_id, business_key, payload, input_hash, priority) FROM STDIN") as cp:
-                for item_id, item in chunk:
-                    cp.write_row(
-                        (item_id, item.business_key, canonical_json(item.payload), item.hashed(), item.priority)
-                    )
-            inserted = cur.execute(
-                """
-                WITH ins AS (
-                    INSERT INTO conveyor.items (item_id, workflow, business_key, run_id, status, payload,
-                                                input_hash, priority, reason, stage_times, workflow_version)
-                    SELECT item_id, %(workflow)s, business_key, %(run_id)s, %(first)s, payload::jsonb,
-                           input_hash, priority, %(reason)s, jsonb_build_object(%(first)s::text, now()), %(version)s
-                    FROM incoming
-                    ON CONFLICT (item_id) DO NOTHING
-                    RETURNING item_id
+        if receiving.copy_new(conn, flow, run_id, chunk, actor=actor, reason=reason, routes=routes):
+            result.inserted.extend(row[0] for row in chunk)
+            return
+        new, existing = receiving.stage_and_insert(conn, flow, run_id, chunk, actor=actor, reason=reason)
+        result.inserted.extend(row[0] for row in chunk if row[0] in new)
+        for item_id, other_run, status, same in existing:
+            if same:
+                result.unchanged.append(item_id)
+            else:
+                result.conflicts[item_id] = (other_run, status)
+        if routes:  # the new items of a chunk with conflicts make their move as a second statement
+            by_status: dict[str, dict[str, ItemUpdate]] = {}
+            for item_id in sorted(new & routes.keys()):
+                route = routes[item_id]
+                by_status.setdefault(route.to_status, {})[item_id] = ItemUpdate(
+                    reason=route.reason, last_error=route.last_error, review_target=route.review_target
                 )
-                INSERT INTO conveyor.transitions (item_id, run_id, workflow, from_status, to_status, actor, reason)
-                SELECT item_id, %(run_id)s, %(workflow)s, NULL, %(first)s, %(actor)s, %(reason)s FROM ins
-                RETURNING item_id
-                """,
-                {"workflow": flow.name, "run_id": run_id, "actor": actor, "reason": reason, "first": flow.first,
-                 "version": flow.version},
-            ).fetchall()
-            new = {row[0] for row in inserted}
-            result.inserted.extend(item_id for item_id, _ in chunk if item_id in new)
-            if len(new) < len(chunk):
-                existing = cur.execute(
-                    "SELECT i.item_id, i.run_id, i.status, i.input_hash = n.input_hash"
-                    " FROM conveyor.items i JOIN incoming n USING (item_id)"
-                    " WHERE NOT (i.item_id = ANY(%s))",
-                    (list(new),),
-                ).fetchall()
-                for item_id, other_run, status, same in existing:
-                    if same:
-                        result.unchanged.append(item_id)
-                    else:
-                        result.conflicts[item_id] = (other_run, status)
+            for to_status, updates in by_status.items():
+                self._move_chunk(conn, flow, list(updates), updates, [flow.first], to_status, actor, None)
 
     def transition(
         self,
@@ -489,6 +511,8 @@ class Ledger:
             if any(d is not None for d in details):  # audit data only: no column of the item
                 fields.append("detail")
                 params["detail"] = details
+        if fields:
+            params["data"] = _move_data(chunk, {name: params.pop(name) for name in fields})
         statement = _move_statement(fields, from_one=len(froms) == 1, versioned=bool(blocked))
         for attempt in range(_DEADLOCK_RETRIES):
             try:
@@ -653,11 +677,7 @@ class Ledger:
         offset: int = 0,
     ) -> list[Item]:
         """Items matching every filter given, newest first."""
-        where, params = _filters(workflow, run_id, status)
-        query = f"SELECT {_ITEM_COLUMNS} FROM conveyor.items{where} ORDER BY updated_at DESC, item_id"
-        if limit is not None:
-            query += " LIMIT %s OFFSET %s"
-            params += [limit, offset]
+        query, params = items_query(workflow=workflow, run_id=run_id, status=status, limit=limit, offset=offset)
         with self.connect() as conn, conn.cursor(row_factory=dict_row) as cur:
             return [Item(**row) for row in cur.execute(query, params).fetchall()]  # type: ignore[arg-type]
 
@@ -675,21 +695,6 @@ class Ledger:
         with self.connect() as conn:
             rows = conn.execute(f"SELECT item_id FROM conveyor.items{where} ORDER BY item_id", params).fetchall()  # type: ignore[arg-type]
         return [r[0] for r in rows]
-
-
-def _filters(workflow: str | None, run_id: str | None, status: str | Sequence[str] | None) -> tuple[str, list[Any]]:
-    clauses: list[str] = []
-    params: list[Any] = []
-    if workflow is not None:
-        clauses.append("workflow = %s")
-        params.append(workflow)
-    if run_id is not None:
-        clauses.append("run_id = %s")
-        params.append(run_id)
-    if status is not None:
-        clauses.append("status = ANY(%s)")
-        params.append(list(as_statuses(status)))
-    return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
 
 
 def _chunks(seq: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:

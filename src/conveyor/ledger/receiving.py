@@ -1,0 +1,242 @@
+"""How :meth:`conveyor.ledger.Ledger.receive` writes one chunk of new items.
+
+Two ways, tried in this order:
+
+1. **Straight COPY.** When none of the chunk's items is in the ledger yet (a new delivery: the
+   common case), the items are copied straight into ``conveyor.items`` and their audit rows
+   straight into ``conveyor.transitions``, in a savepoint. No staging table, no ``ON CONFLICT``
+   pass, no ``RETURNING``: the cost is that of a raw COPY of the rows plus their audit rows.
+2. **Staging.** When one item exists already (a re-run, a re-sent delivery), the primary key
+   refuses the COPY, the savepoint undoes it and the chunk goes through a staging table with the
+   conflict rules (``unchanged`` when the input is the same, ``conflict`` when it differs).
+
+A :class:`Route` per item lets the caller write the item's next move in the same write: the item
+is inserted directly at the route's status, with both audit rows (received, then the move). The
+gate routes every row this way: receiving and routing 1M rows is one write, not three.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import psycopg
+
+    from conveyor.workflow import Workflow
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where a new item goes right after it is received, in the same write.
+
+    :param to_status: the status the item is inserted at; the workflow must allow the move from
+        its first status.
+    :param reason: why it holds that status (the audit row's reason too).
+    :param last_error: the error text written with the move.
+    :param review_target: where an approval of the item resumes.
+    :param detail: what the move's audit row records besides its reason (e.g. the gate that
+        quarantined the item, which validates a correction of it again).
+    """
+
+    to_status: str
+    reason: str | None = None
+    last_error: str | None = None
+    review_target: str | None = None
+    detail: Mapping[str, Any] | None = None
+
+
+#: A chunk row: item id, business key, canonical payload JSON, input hash, priority.
+Row = tuple[str, str, str, str, int]
+
+
+class LazyRows:
+    """A chunk's rows, each made (payload serialised and hashed) the first time it is iterated.
+
+    :param chunk: (item id, :class:`~conveyor.ledger.store.NewItem`) pairs.
+    :param encode: the canonical JSON of a payload.
+    :param hash_text: the input hash of a canonical JSON text.
+    """
+
+    def __init__(self, chunk: Sequence[tuple[str, Any]], encode: Any, hash_text: Any) -> None:
+        self._chunk = chunk
+        self._encode = encode
+        self._hash = hash_text
+        self._rows: list[Row] = []
+
+    def __len__(self) -> int:
+        return len(self._chunk)
+
+    def __iter__(self) -> Iterator[Row]:
+        if len(self._rows) == len(self._chunk):
+            yield from self._rows
+            return
+        self._rows = []
+        encode, hashed, rows = self._encode, self._hash, self._rows
+        for item_id, item in self._chunk:
+            text = encode(item.payload)
+            row = (item_id, item.business_key, text, item.input_hash or hashed(text), item.priority)
+            rows.append(row)
+            yield row
+
+
+@contextmanager
+def no_gc() -> Iterator[None]:
+    """Bulk passes allocate millions of small objects that all live to the end of the pass: the
+    cyclic collector would walk them again and again for nothing."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _text(value: str | None) -> str:
+    """A value in COPY's text format."""
+    if value is None:
+        return "\\N"
+    if "\\" in value or "\t" in value or "\n" in value or "\r" in value:
+        return value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+    return value
+
+
+#: Rows per ``write()`` of a COPY: one string of a few MB instead of a call per row.
+_WRITE_ROWS = 5000
+
+
+def copy_new(
+    conn: psycopg.Connection,
+    flow: Workflow,
+    run_id: str,
+    rows: Iterable[Row],
+    *,
+    actor: str,
+    reason: str | None,
+    routes: Mapping[str, Route] | None,
+) -> bool:
+    """COPY a chunk of items none of which is in the ledger yet; False (nothing written) when one is.
+
+    Rows are written in COPY's text format directly: what varies per item (id, key, payload,
+    hash, priority) is escaped per row, what a route shares (status, reason, error, stage times,
+    and the audit row's fixed columns) is formatted once per distinct route.
+
+    :param rows: the chunk's rows, see :data:`Row`.
+    :param routes: item id -> its route (items without one stay in the workflow's first status).
+    """
+    import psycopg
+
+    from conveyor.ledger.store import canonical_json
+
+    first = flow.first
+    # now() is the transaction's start: the same instant the server's defaults write.
+    (now,) = conn.execute("SELECT to_jsonb(now())::text").fetchone()  # type: ignore[misc]
+    version = "\\N" if flow.version is None else str(flow.version)
+    fixed = f"\t{_text(flow.name)}\t{_text(run_id)}"
+    first_times = _text(f"{{{canonical_json(first)}:{now}}}")
+    received_tail = f"{fixed}\t{_text(first)}\t{_text(reason)}\t\\N\t\\N\t{first_times}\t{version}\n"
+    received_audit = f"\t{_text(run_id)}\t{_text(flow.name)}\t\\N\t{_text(first)}\t{_text(actor)}\t{_text(reason)}\t\\N\n"
+    tails: dict[int, tuple[str, str]] = {}
+
+    def tails_of(route: Route) -> tuple[str, str]:
+        times = _text(f"{{{canonical_json(first)}:{now},{canonical_json(route.to_status)}:{now}}}")
+        item = (
+            f"{fixed}\t{_text(route.to_status)}\t{_text(route.reason)}\t{_text(route.last_error)}"
+            f"\t{_text(route.review_target)}\t{times}\t{version}\n"
+        )
+        audit = (
+            f"\t{_text(run_id)}\t{_text(flow.name)}\t{_text(first)}\t{_text(route.to_status)}\t{_text(actor)}"
+            f"\t{_text(route.reason)}\t{_text(None if route.detail is None else canonical_json(route.detail))}\n"
+        )
+        return item, audit
+
+    routes = routes or {}
+    try:
+        with conn.transaction(), conn.cursor() as cur:
+            with cur.copy(
+                "COPY conveyor.items (item_id, business_key, payload, input_hash, priority, workflow, run_id,"
+                " status, reason, last_error, review_target, stage_times, workflow_version) FROM STDIN"
+            ) as cp:
+                parts: list[str] = []
+                audit: list[str] = []
+                for item_id, key, payload, hashed, priority in rows:
+                    ident = _text(item_id)
+                    route = routes.get(item_id)
+                    if route is None:
+                        item_tail, audit_tail = received_tail, ""
+                    else:
+                        both = tails.get(id(route))
+                        if both is None:
+                            both = tails[id(route)] = tails_of(route)
+                        item_tail, audit_tail = both[0], ident + both[1]
+                    parts.append(f"{ident}\t{_text(key)}\t{_text(payload)}\t{hashed}\t{priority}{item_tail}")
+                    audit.append(ident + received_audit + audit_tail)
+                    if len(parts) == _WRITE_ROWS:
+                        cp.write("".join(parts))
+                        parts.clear()
+                cp.write("".join(parts))
+            with cur.copy(
+                "COPY conveyor.transitions (item_id, run_id, workflow, from_status, to_status, actor, reason, detail)"
+                " FROM STDIN"
+            ) as cp:
+                for start in range(0, len(audit), _WRITE_ROWS):
+                    cp.write("".join(audit[start : start + _WRITE_ROWS]))
+    except psycopg.errors.UniqueViolation:
+        return False
+    return True
+
+
+def stage_and_insert(
+    conn: psycopg.Connection,
+    flow: Workflow,
+    run_id: str,
+    rows: LazyRows,
+    *,
+    actor: str,
+    reason: str | None,
+) -> tuple[set[str], list[tuple[str, str, str, bool]]]:
+    """Insert the chunk's items that are not in the ledger yet, through a staging table.
+
+    :returns: the ids inserted, and for each item already there: (id, its run, its status,
+        whether its input hash is the same).
+    """
+    conn.execute(
+        "CREATE TEMP TABLE IF NOT EXISTS incoming (item_id text, business_key text, payload text,"
+        " input_hash text, priority int) ON COMMIT DELETE ROWS"
+    )
+    with conn.cursor() as cur:
+        with cur.copy("COPY incoming (item_id, business_key, payload, input_hash, priority) FROM STDIN") as cp:
+            for row in rows:
+                cp.write_row(row)
+        inserted = cur.execute(
+            """
+            WITH ins AS (
+                INSERT INTO conveyor.items (item_id, workflow, business_key, run_id, status, payload,
+                                            input_hash, priority, reason, stage_times, workflow_version)
+                SELECT item_id, %(workflow)s, business_key, %(run_id)s, %(first)s, payload::jsonb,
+                       input_hash, priority, %(reason)s, jsonb_build_object(%(first)s::text, now()), %(version)s
+                FROM incoming
+                ON CONFLICT (item_id) DO NOTHING
+                RETURNING item_id
+            )
+            INSERT INTO conveyor.transitions (item_id, run_id, workflow, from_status, to_status, actor, reason)
+            SELECT item_id, %(run_id)s, %(workflow)s, NULL, %(first)s, %(actor)s, %(reason)s FROM ins
+            RETURNING item_id
+            """,
+            {"workflow": flow.name, "run_id": run_id, "actor": actor, "reason": reason, "first": flow.first,
+             "version": flow.version},
+        ).fetchall()
+        new = {row[0] for row in inserted}
+        existing: list[Any] = []
+        if len(new) < len(rows):
+            existing = cur.execute(
+                "SELECT i.item_id, i.run_id, i.status, i.input_hash = n.input_hash"
+                " FROM conveyor.items i JOIN incoming n USING (item_id)"
+                " WHERE NOT (i.item_id = ANY(%s))",
+                (list(new),),
+            ).fetchall()
+    return new, existing

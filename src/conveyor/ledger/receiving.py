@@ -139,7 +139,9 @@ def copy_new(
     fixed = f"\t{_text(flow.name)}\t{_text(run_id)}"
     first_times = _text(f"{{{canonical_json(first)}:{now}}}")
     received_tail = f"{fixed}\t{_text(first)}\t{_text(reason)}\t\\N\t\\N\t{first_times}\t{version}\n"
-    received_audit = f"\t{_text(run_id)}\t{_text(flow.name)}\t\\N\t{_text(first)}\t{_text(actor)}\t{_text(reason)}\t\\N\n"
+    received_audit = (
+        f"\t{_text(run_id)}\t{_text(flow.name)}\t\\N\t{_text(first)}\t{_text(actor)}\t{_text(reason)}\t\\N\n"
+    )
     tails: dict[int, tuple[str, str]] = {}
 
     def tails_of(route: Route) -> tuple[str, str]:

@@ -19,7 +19,7 @@ import pytest
 
 from conveyor.ledger import Ledger
 from conveyor.quickstart import sample_feeds
-from conveyor.quickstart.reviewer import ScriptedReviewer, WorkflowRun
+from conveyor.quickstart.reviewer import Policy, ScriptedReviewer, WorkflowRun, reviewer_policy
 from tests.conftest import STACK_CONVEYOR_PREFIX, STACK_LLM_CONN
 from tests.support.stack import NativeStack
 from tests.support.stack.polling import wait_until
@@ -87,11 +87,19 @@ class Started:
     reviewer: ScriptedReviewer
 
 
-def start(stack: NativeStack, dag_id: str, conf: dict[str, Any]) -> Started:
+def correcting_sign_errors(item: dict[str, Any]) -> tuple[str, str] | tuple[str, str, dict[str, Any]]:
+    """The reviewer fixes a negative amount (a sign error of the feed) instead of rejecting the row."""
+    amount = item["payload"].get("amount")
+    if item["status"] == "quarantined" and isinstance(amount, int | float) and amount < 0:
+        return "correct", "sign error in the feed: the amount is owed, not credited", {"amount": -amount}
+    return reviewer_policy(item)
+
+
+def start(stack: NativeStack, dag_id: str, conf: dict[str, Any], policy: Policy = reviewer_policy) -> Started:
     stack.wait_for_dag(dag_id)
     stack.unpause(dag_id)
     run_id = stack.trigger(dag_id, conf)  # "logical_date": null, as the UI's trigger form sends
-    reviewer = ScriptedReviewer(StackPeople(stack), WorkflowRun(dag_id, dag_id, conf), run_id,  # type: ignore[arg-type]
+    reviewer = ScriptedReviewer(StackPeople(stack), WorkflowRun(dag_id, dag_id, conf, policy=policy), run_id,  # type: ignore[arg-type]
                                 interval=1.0)
     reviewer.start()
     return Started(dag_id, run_id, reviewer)
@@ -166,7 +174,7 @@ def finished(stack: NativeStack, stack_mailbox: tuple[int, list[str]]) -> Iterat
 
     extract = deliver_supplier_extract(stack, delivery=2)
     invoices = deliver_invoices(stack, delivery=1)
-    runs = {SUPPLIER: start(stack, SUPPLIER, {"extract_path": extract}),
+    runs = {SUPPLIER: start(stack, SUPPLIER, {"extract_path": extract}, policy=correcting_sign_errors),
             INVOICES: start(stack, INVOICES, {})}  # no conf: the inbox is the deployment's Variable
     for started in runs.values():
         finish(stack, started)
@@ -206,7 +214,19 @@ def test_runs_triggered_without_a_logical_date_finish_and_publish_through_object
     supplier, invoices = finished[SUPPLIER], finished[INVOICES]
     assert stack.run(SUPPLIER, supplier.run_id)["logical_date"] is None
     states = effects(stack, supplier)["statuses"]
-    assert set(states) == {"published", "rejected"} and states["rejected"] == 3, states
+    # Of the three planted bad rows, the negative amount was corrected during the review: validated
+    # again by the run's review step and published by the same run; the other two were rejected.
+    assert set(states) == {"published", "rejected"} and states["rejected"] == 2, states
+    assert supplier.reviewer.decisions.get("correct") == 1, supplier.reviewer.decisions
+    with Ledger(stack.databases.ledger_dsn).connect() as conn:
+        [(item_id, status, amount)] = conn.execute(
+            "SELECT i.item_id, i.status, i.payload->>'amount' FROM conveyor.items i"
+            " JOIN conveyor.transitions t USING (item_id)"
+            " WHERE i.run_id = %s AND t.to_status = 'corrected'", (supplier.run_id,),
+        ).fetchall()
+    assert status == "published" and float(amount) > 0, (item_id, status, amount)
+    corrected = [r for r in Ledger(stack.databases.ledger_dsn).history(item_id) if r.to_status == "corrected"]
+    assert corrected[0].detail["changes"][0]["field"] == "amount", corrected[0].detail
     [report] = [k for k in keys(stack, f"reports/{SUPPLIER}/")
                 if f"/{supplier.run_id.replace(':', '_')}/" in k and k.endswith(".md")]
     text = stack.s3().get_object(Bucket=stack.options.bucket, Key=report)["Body"].read().decode()

@@ -206,3 +206,24 @@ def test_sensor_arguments_are_checked():
     assert HumanReviewSensor(task_id="w", workflow=WF).deferrable is True
     assert HumanReviewSensor(task_id="w", workflow=WF, mode="reschedule").deferrable is False
     assert HumanReviewSensor(task_id="w", workflow=WF, escalation="reject").escalation is Escalation.REJECT
+
+
+def test_a_correction_no_gate_of_the_dag_can_validate_fails_the_step_instead_of_passing_it(airflow_db, ledger):
+    """Nothing corrected is ever counted done unvalidated: with no gate to validate it again, the
+    review step fails, naming the items and what to do, and the item stays 'corrected'."""
+    from tests.dag_fixtures.review_dags import review_reschedule
+
+    def correct_and_decide(queue: ReviewQueue, ids: list[str]) -> None:
+        for item_id in ids:
+            if item_id.endswith(":Q1"):
+                queue.decide(item_id, "correct", reviewer="carol", changes={"amount": 12})
+            else:
+                queue.decide(item_id, "approve", reviewer="alice")
+
+    with Reviewers(ledger, correct_and_decide, wait_for=None):
+        run = review_reschedule.test()
+
+    assert run.state == "failed"
+    assert task_state(run, "wait_for_review") == "failed"
+    assert ledger.get("supplier_exceptions:Q1").status == "corrected"
+    assert ledger.get("supplier_exceptions:Q1").payload == {"key": "Q1", "amount": 12}

@@ -73,11 +73,17 @@ def revalidate(
         return {"corrected": 0, "validated": 0, "quarantined": 0, "gate": gate}
     names = {gate} if gate else {g for g in waiting.values()}
     if None in names:
-        unknown = sorted(i for i, g in waiting.items() if g is None)
-        raise RevalidationError(
-            f"corrected item(s) {', '.join(unknown[:5])} record no gate that quarantined them: name the gate "
-            "with HumanReviewSensor(revalidate='<gate task id>')"
-        )
+        # Quarantined before gates recorded themselves: the one validation gate upstream, if any.
+        upstream = _upstream_gates(context)
+        if len(upstream) != 1:
+            unknown = sorted(i for i, g in waiting.items() if g is None)
+            found = f"upstream gates: {', '.join(upstream)}" if upstream else "no validation gate is upstream"
+            raise RevalidationError(
+                f"corrected item(s) {', '.join(unknown[:5])} of {workflow}/{run_id} record no gate that "
+                f"quarantined them and {found}: they cannot be validated again. Name the gate with "
+                "HumanReviewSensor(revalidate='<gate task id>'), or reject the items"
+            )
+        names = (names - {None}) | set(upstream)
     validated = quarantined = 0
     for name in sorted(n for n in names if n):
         summary = _run_gate(ledger, context, workflow=workflow, run_id=run_id, step=name)
@@ -85,6 +91,17 @@ def revalidate(
         quarantined += summary.quarantined
     return {"corrected": len(waiting), "validated": validated, "quarantined": quarantined,
             "gate": ", ".join(sorted(n for n in names if n))}  # fmt: skip
+
+
+def _upstream_gates(context: Context) -> list[str]:
+    """Task ids of the validation gates upstream of the calling task."""
+    from conveyor.gate.operators import ValidationGateOperator
+
+    task = context["ti"].task
+    if getattr(task, "dag", None) is None:
+        return []
+    relatives = task.get_flat_relatives(upstream=True)
+    return sorted(t.task_id for t in relatives if isinstance(t, ValidationGateOperator))
 
 
 def _run_gate(ledger: Ledger, context: Context, *, workflow: str, run_id: str, step: str) -> Any:

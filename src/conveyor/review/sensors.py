@@ -200,10 +200,14 @@ class HumanReviewSensor(BaseSensorOperator):
         deadline = parse_deadline(event.get("deadline")) or datetime.now(UTC)
         started = deadline - timedelta(seconds=self.timeout)
         timed_out = event["status"] == TIMED_OUT
-        if not timed_out and not self.poke(context) and datetime.now(UTC) < deadline:
-            # A correction failed its revalidation, or a new item was routed to review after the
-            # trigger's last look: keep waiting.
-            self._defer(deadline)
+        if not timed_out and not self.poke(context):
+            if datetime.now(UTC) < deadline:
+                # A correction failed its revalidation, or a new item was routed to review after the
+                # trigger's last look: keep waiting.
+                self._defer(deadline)
+            # Woken for a correction just as the deadline passed, with items still waiting: the
+            # step's escalation applies, as it would have on the trigger's own deadline.
+            timed_out = status == CORRECTED
         return self._finish(context, started, deadline, timed_out=timed_out)
 
     # -- the outcome -------------------------------------------------------------------------

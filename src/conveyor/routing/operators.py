@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any
 
-from conveyor.ai.confidence import distinct_figures
 from conveyor.ledger.actors import task_actor
 from conveyor.ledger_step import LedgerStepOperator
 
@@ -72,6 +71,8 @@ class ApprovalRoutingOperator(LedgerStepOperator):
                 continue
             doubts = []
             if item.confidence is not None and item.confidence < self.min_confidence:
+                from conveyor.ai.confidence import distinct_figures
+
                 shown, bound = distinct_figures(item.confidence, self.min_confidence)
                 doubts.append(f"confidence {shown} is below {bound}")
             over = amount > threshold

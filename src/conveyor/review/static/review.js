@@ -84,6 +84,7 @@
     const t = new Date(iso);
     return isNaN(t.getTime()) ? String(iso) : t.toLocaleString();
   }
+  const shortTime = (iso) => new Date(iso).toLocaleString([], { month: "numeric", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit" });
   const clock = (iso) => new Date(iso).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
   const formatJson = (v) => (v === null || v === undefined ? "(none)" : JSON.stringify(v, null, 2));
   const NUMBER = new Intl.NumberFormat(undefined, { maximumFractionDigits: 2 });
@@ -395,7 +396,7 @@
     if (!view.history) history.appendChild(el("tr")).appendChild(el("td", "loading…", "muted"));
     for (const r of view.history || []) {
       const row = document.createElement("tr");
-      for (const text of [formatTime(r.at), r.from_status || "(new)", r.to_status, r.actor, r.reason || ""]) row.appendChild(el("td", text));
+      for (const text of [shortTime(r.at), r.from_status || "(new)", r.to_status, r.actor, r.reason || ""]) row.appendChild(el("td", text));
       history.appendChild(row);
     }
     $("decision").hidden = !view.can_decide;
@@ -477,6 +478,12 @@
     $("editor-text").focus();
   }
 
+  // Closing the editor gives the keys back to the queue.
+  function closeEditor() {
+    $("editor").hidden = true;
+    $("editor-text").blur();
+  }
+
   // Only the fields that changed travel (the server merges them field by field); a removed field
   // is sent as null.
   function changedFields(before, after) {
@@ -504,7 +511,7 @@
     body[kind] = changed;
     try {
       const done = await post(itemPath(itemId) + "/decision", body);
-      $("editor").hidden = true;
+      closeEditor();
       state.views.delete(itemId);
       const index = state.items.findIndex((i) => i.item_id === itemId);
       dropItem(itemId);
@@ -550,8 +557,13 @@
       for (const r of done.not_awaiting_review) list.appendChild(el("li", r.item_id + ": not awaiting review (" + r.status + ")"));
       for (const id of done.unknown) list.appendChild(el("li", id + ": no such item"));
       if (list.childNodes.length) box.appendChild(list);
+      for (const d of done.decided) state.decided.add(d.item_id);
+      for (const r of done.already_decided) state.decided.add(r.item_id);
+      state.items = state.items.filter((i) => !state.decided.has(i.item_id));
+      state.page.items = state.items;
       state.picked.clear();
       state.allMatching = false;
+      renderQueue();
       $("bulk-comment").value = "";
       state.views.clear();
       await loadQueue();
@@ -662,10 +674,10 @@
     $("reject").addEventListener("click", () => askReason("Reject " + state.current + ": why?", (why) => decideCurrent("reject", why)));
     $("edit").addEventListener("click", () => openEditor());
     $("editor-save").addEventListener("click", () => submitCorrection());
-    $("editor-cancel").addEventListener("click", () => { $("editor").hidden = true; });
+    $("editor-cancel").addEventListener("click", () => closeEditor());
     $("editor-text").addEventListener("keydown", (e) => {
       if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); submitCorrection(); }
-      if (e.key === "Escape") { e.preventDefault(); $("editor").hidden = true; }
+      if (e.key === "Escape") { e.preventDefault(); closeEditor(); }
     });
     $("reason-form").addEventListener("submit", (e) => { e.preventDefault(); confirmReason(); });
     $("reason-text").addEventListener("keydown", (e) => { if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); confirmReason(); } });

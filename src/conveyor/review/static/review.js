@@ -351,6 +351,7 @@
   function setResult(id, text, kind) {
     $(id).textContent = text;
     $(id).className = kind || "";
+    $(id).dataset.fromView = "";
   }
 
   function renderItem(view) {
@@ -401,8 +402,14 @@
     }
     $("decision").hidden = !view.can_decide;
     $("approve").title = view.approve_to ? "moves the item to " + view.approve_to : "";
-    if (!view.awaiting_review) setResult("decision-result", "This item is not awaiting review (it is " + item.status + ").");
-    else if (!view.can_decide) setResult("decision-result", "You may read this item but not decide on it.");
+    // What the user may do is known from the item's own answer only (not from its queue row).
+    if (view.history) {
+      if ($("decision-result").dataset.fromView) setResult("decision-result", "");
+      const note = !view.awaiting_review ? "This item is not awaiting review (it is " + item.status + ")."
+        : !view.can_decide ? "You may read this item but not decide on it." : "";
+      if (note) setResult("decision-result", note);
+      $("decision-result").dataset.fromView = note ? "1" : "";
+    }
   }
 
   // -- decisions ------------------------------------------------------------------------------
@@ -559,11 +566,17 @@
       if (list.childNodes.length) box.appendChild(list);
       for (const d of done.decided) state.decided.add(d.item_id);
       for (const r of done.already_decided) state.decided.add(r.item_id);
+      const before = state.items.length;
       state.items = state.items.filter((i) => !state.decided.has(i.item_id));
       state.page.items = state.items;
+      state.page.total = Math.max(0, state.page.total - (before - state.items.length));
       state.picked.clear();
       state.allMatching = false;
       renderQueue();
+      if (state.decided.has(state.current)) {
+        if (state.items.length) openAt(Math.min(Math.max(state.cursor, 0), state.items.length - 1));
+        else showEmpty();
+      }
       $("bulk-comment").value = "";
       state.views.clear();
       await loadQueue();

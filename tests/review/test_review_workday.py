@@ -3,6 +3,7 @@ the run's tab and the menu page, keyboard decisions, bulk decisions and claims."
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -104,7 +105,48 @@ def test_run_tab_shows_the_work_full_width_and_decides_by_keyboard(api_server: A
         rejected = [i for i in ledger.items(workflow=ORDERS.name) if i.status == "rejected"]
         assert len(rejected) == 1 and ledger.history(rejected[0].item_id)[-1].reason == "wrong supplier"
 
+        # e edits: a quarantined item's payload goes back with only the changed field (action "correct").
+        sent: list[dict] = []
+        page.on(
+            "request",
+            lambda r: sent.append(json.loads(r.post_data)) if r.url.endswith("/decision") and r.post_data else None,
+        )
+        quarantined = f"{ORDERS.name}:PO-2026-00009"
+        frame.click(f"#queue tbody tr[data-item-id='{quarantined}']")
+        frame.wait_for_selector(f"#item-body[data-loaded='{quarantined}']")
+        page.keyboard.press("e")
+        frame.wait_for_selector("#editor:not([hidden])")
+        edited = dict(ledger.get(quarantined).payload, supplier="Stark Parts Ltd")
+        frame.fill("#editor-text", json.dumps(edited))
+        page.keyboard.press("Control+Enter")
+        frame.wait_for_selector(f"#decision-result.ok:has-text('{quarantined} corrected')")
+        assert sent[-1] == {"action": "correct", "comment": None, "payload": {"supplier": "Stark Parts Ltd"}}
+        assert ledger.get(quarantined).status == "received"
+        assert ledger.get(quarantined).payload["supplier"] == "Stark Parts Ltd"
+
+        # A doubtful AI answer: only the changed answer field travels, as ai_result. Until the server
+        # takes AI-answer corrections the page shows its refusal and keeps the editor open.
+        frame.wait_for_function("q => document.querySelector('#item-title').dataset.itemId !== q", arg=quarantined)
+        pending = frame.get_attribute("#item-title", "data-item-id")
+        frame.wait_for_selector(f"#item-body[data-loaded='{pending}']")
+        assert ledger.get(pending).status == "pending_review"
+        frame.click("#item-head")
+        page.keyboard.press("e")
+        frame.wait_for_selector("#editor:not([hidden])")
+        assert frame.inner_text("#editor-label") == "Corrected model answer (JSON object)"
+        frame.fill("#editor-text", json.dumps({"category": "late delivery", "summary": "late by two weeks"}))
+        page.keyboard.press("Control+Enter")
+        frame.wait_for_function(
+            "() => document.querySelector('#editor-result.error')"
+            " || document.querySelector('#decision-result.ok')?.textContent.includes('corrected')"
+        )
+        assert sent[-1] == {"action": "correct", "comment": None, "ai_result": {"summary": "late by two weeks"}}
+        if ledger.get(pending).status == "pending_review":
+            assert "not applied" in frame.inner_text("#editor-result")
+            page.keyboard.press("Escape")
+
         # ? shows the keys.
+        frame.click("#item-head")
         page.keyboard.press("?")
         frame.wait_for_selector("#help-dialog[open]")
         shot(page, "run-tab-keys.png")

@@ -376,5 +376,7 @@ def test_bulk_decisions_and_claims_over_http(clients, ledger):
     )
     assert sorted(d["item_id"] for d in by_filter.json()["decided"]) == ["card_orders:A", "card_orders:B"]
     assert ledger.get(f"{WF}:E").status == "pending_review"
+    # A viewer, who may not decide, does not claim; releasing ends only one's own claim.
+    assert victor.post(item_url(f"{WF}:E", "/claim"), json={}).status_code == 403
     # Releasing: only one's own claim.
     assert admin.request("DELETE", item_url(f"{WF}:E", "/claim")).json() == {"released": 0}

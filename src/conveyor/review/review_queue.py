@@ -53,6 +53,18 @@ _REVIEW_VALUES: list[str] = REVIEW_VALUES
 _ITEM_COLUMNS = ", ".join(Item.__dataclass_fields__)
 
 
+def page_sql(clause: str, order_value: str) -> str:
+    """One page of the queue: the items matching ``clause`` (read through the partial review index),
+    ordered by priority, the priority field's value (``order_value``), then age."""
+    return (
+        f"SELECT {_ITEM_COLUMNS}, extract(epoch FROM now() - updated_at)::float8 AS age_seconds,"
+        f" {order_value}::float8 AS priority_value"
+        f" FROM conveyor.items WHERE {clause}"
+        " ORDER BY priority DESC, priority_value DESC NULLS LAST, updated_at ASC, item_id"
+        " LIMIT %(limit)s OFFSET %(offset)s"
+    )
+
+
 class Action(StrEnum):
     """What a reviewer can decide."""
 
@@ -179,14 +191,7 @@ class ReviewQueue:
         order_value = priority_sql(self._declarations(workflows), params)
         with self.ledger.connect() as conn, conn.cursor(row_factory=dict_row) as cur:
             total = cur.execute(f"SELECT count(*) AS n FROM conveyor.items WHERE {clause}", params).fetchone()
-            rows = cur.execute(
-                f"SELECT {_ITEM_COLUMNS}, extract(epoch FROM now() - updated_at)::float8 AS age_seconds,"
-                f" {order_value}::float8 AS priority_value"
-                f" FROM conveyor.items WHERE {clause}"
-                " ORDER BY priority DESC, priority_value DESC NULLS LAST, updated_at ASC, item_id"
-                " LIMIT %(limit)s OFFSET %(offset)s",
-                params,
-            ).fetchall()
+            rows = cur.execute(page_sql(clause, order_value), params).fetchall()
         entries = []
         for row in rows:
             age = row.pop("age_seconds")

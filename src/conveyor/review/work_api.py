@@ -111,8 +111,8 @@ def create_router() -> APIRouter:
         responses={409: {"description": "another reviewer holds the item; the answer names them"}},
     )
     def claim(item_id: str, queue: QueueDep, user: CurrentUser) -> ClaimOut:
-        """Claim an item while reviewing it (or renew one's own claim)."""
-        require_dag_access(user, workflow_of(item_id), "GET")
+        """Claim an item while reviewing it (or renew one's own claim); only reviewers who may decide."""
+        require_dag_access(user, workflow_of(item_id), "PUT")
         try:
             queue.ledger.get(item_id)
             held = ReviewClaims(queue.ledger).claim(item_id, user.get_name())

@@ -84,6 +84,7 @@
     const t = new Date(iso);
     return isNaN(t.getTime()) ? String(iso) : t.toLocaleString();
   }
+  const shortTime = (iso) => new Date(iso).toLocaleString([], { month: "numeric", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit" });
   const clock = (iso) => new Date(iso).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
   const formatJson = (v) => (v === null || v === undefined ? "(none)" : JSON.stringify(v, null, 2));
   const NUMBER = new Intl.NumberFormat(undefined, { maximumFractionDigits: 2 });
@@ -350,6 +351,7 @@
   function setResult(id, text, kind) {
     $(id).textContent = text;
     $(id).className = kind || "";
+    $(id).dataset.fromView = "";
   }
 
   function renderItem(view) {
@@ -395,13 +397,19 @@
     if (!view.history) history.appendChild(el("tr")).appendChild(el("td", "loading…", "muted"));
     for (const r of view.history || []) {
       const row = document.createElement("tr");
-      for (const text of [formatTime(r.at), r.from_status || "(new)", r.to_status, r.actor, r.reason || ""]) row.appendChild(el("td", text));
+      for (const text of [shortTime(r.at), r.from_status || "(new)", r.to_status, r.actor, r.reason || ""]) row.appendChild(el("td", text));
       history.appendChild(row);
     }
     $("decision").hidden = !view.can_decide;
     $("approve").title = view.approve_to ? "moves the item to " + view.approve_to : "";
-    if (!view.awaiting_review) setResult("decision-result", "This item is not awaiting review (it is " + item.status + ").");
-    else if (!view.can_decide) setResult("decision-result", "You may read this item but not decide on it.");
+    // What the user may do is known from the item's own answer only (not from its queue row).
+    if (view.history) {
+      if ($("decision-result").dataset.fromView) setResult("decision-result", "");
+      const note = !view.awaiting_review ? "This item is not awaiting review (it is " + item.status + ")."
+        : !view.can_decide ? "You may read this item but not decide on it." : "";
+      if (note) setResult("decision-result", note);
+      $("decision-result").dataset.fromView = note ? "1" : "";
+    }
   }
 
   // -- decisions ------------------------------------------------------------------------------
@@ -477,6 +485,12 @@
     $("editor-text").focus();
   }
 
+  // Closing the editor gives the keys back to the queue.
+  function closeEditor() {
+    $("editor").hidden = true;
+    $("editor-text").blur();
+  }
+
   // Only the fields that changed travel (the server merges them field by field); a removed field
   // is sent as null.
   function changedFields(before, after) {
@@ -503,7 +517,7 @@
     const body = { action: "correct", comment: $("comment").value || null, changes: changed };
     try {
       const done = await post(itemPath(itemId) + "/decision", body);
-      $("editor").hidden = true;
+      closeEditor();
       state.views.delete(itemId);
       const index = state.items.findIndex((i) => i.item_id === itemId);
       dropItem(itemId);
@@ -549,8 +563,19 @@
       for (const r of done.not_awaiting_review) list.appendChild(el("li", r.item_id + ": not awaiting review (" + r.status + ")"));
       for (const id of done.unknown) list.appendChild(el("li", id + ": no such item"));
       if (list.childNodes.length) box.appendChild(list);
+      for (const d of done.decided) state.decided.add(d.item_id);
+      for (const r of done.already_decided) state.decided.add(r.item_id);
+      const before = state.items.length;
+      state.items = state.items.filter((i) => !state.decided.has(i.item_id));
+      state.page.items = state.items;
+      state.page.total = Math.max(0, state.page.total - (before - state.items.length));
       state.picked.clear();
       state.allMatching = false;
+      renderQueue();
+      if (state.decided.has(state.current)) {
+        if (state.items.length) openAt(Math.min(Math.max(state.cursor, 0), state.items.length - 1));
+        else showEmpty();
+      }
       $("bulk-comment").value = "";
       state.views.clear();
       await loadQueue();
@@ -661,10 +686,10 @@
     $("reject").addEventListener("click", () => askReason("Reject " + state.current + ": why?", (why) => decideCurrent("reject", why)));
     $("edit").addEventListener("click", () => openEditor());
     $("editor-save").addEventListener("click", () => submitCorrection());
-    $("editor-cancel").addEventListener("click", () => { $("editor").hidden = true; });
+    $("editor-cancel").addEventListener("click", () => closeEditor());
     $("editor-text").addEventListener("keydown", (e) => {
       if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); submitCorrection(); }
-      if (e.key === "Escape") { e.preventDefault(); $("editor").hidden = true; }
+      if (e.key === "Escape") { e.preventDefault(); closeEditor(); }
     });
     $("reason-form").addEventListener("submit", (e) => { e.preventDefault(); confirmReason(); });
     $("reason-text").addEventListener("keydown", (e) => { if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); confirmReason(); } });

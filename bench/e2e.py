@@ -34,7 +34,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -95,10 +95,9 @@ def review(run_id: str, status: str, action: str) -> dict:
 
 
 def ai(run_id: str) -> dict:
-    from conveyor_examples.supplier_exceptions import CLASSIFY_EXCEPTION
-
     from conveyor.ai.runner import StepConfig, run_step
     from conveyor.ledger import Ledger
+    from conveyor_examples.supplier_exceptions import CLASSIFY_EXCEPTION
 
     summary = run_step(
         Ledger(),
@@ -109,9 +108,8 @@ def ai(run_id: str) -> dict:
 
 
 def promote(run_id: str) -> dict:
-    from conveyor_examples.supplier_exceptions import SUPPLIER_EXCEPTIONS
-
     from conveyor import PromoteItemsOperator
+    from conveyor_examples.supplier_exceptions import SUPPLIER_EXCEPTIONS
 
     op = PromoteItemsOperator(task_id="approve_items", workflow=SUPPLIER_EXCEPTIONS, from_status="ai_processed",
                               to_status="approved", reason="signed off (bench)")
@@ -119,9 +117,8 @@ def promote(run_id: str) -> dict:
 
 
 def publish(run_id: str) -> dict:
-    from conveyor_examples.supplier_exceptions import SUPPLIER_EXCEPTIONS
-
     from conveyor import PublishOperator
+    from conveyor_examples.supplier_exceptions import SUPPLIER_EXCEPTIONS
 
     op = PublishOperator(
         task_id="publish_report",
@@ -143,9 +140,8 @@ def child(step: str, run_id: str, path: str | None) -> None:
     import great_expectations  # noqa: F401  (imports are start-up, not the task's time)
     import sklearn  # noqa: F401
 
-    from conveyor.ledger import Ledger
-
     from conveyor import PromoteItemsOperator, PublishOperator  # noqa: F401  (Airflow's import: start-up)
+    from conveyor.ledger import Ledger
     from conveyor.review.review_queue import ReviewQueue  # noqa: F401
 
     Ledger().workflow(WF)
@@ -230,10 +226,10 @@ def main() -> None:
     import tempfile
 
     from _pg import drop, scratch_database
-    from conveyor_examples.supplier_exceptions import SUPPLIER_EXCEPTIONS
     from gate import make_extract
 
     from conveyor.ledger import Ledger
+    from conveyor_examples.supplier_exceptions import SUPPLIER_EXCEPTIONS
 
     path, _ = make_extract(args.items)
     name = f"conveyor_bench_e2e_{os.getpid()}"

@@ -120,12 +120,12 @@ def test_run_tab_shows_the_work_full_width_and_decides_by_keyboard(api_server: A
         frame.fill("#editor-text", json.dumps(edited))
         page.keyboard.press("Control+Enter")
         frame.wait_for_selector(f"#decision-result.ok:has-text('{quarantined} corrected')")
-        assert sent[-1] == {"action": "correct", "comment": None, "payload": {"supplier": "Stark Parts Ltd"}}
-        assert ledger.get(quarantined).status == "received"
+        assert sent[-1] == {"action": "correct", "comment": None, "changes": {"supplier": "Stark Parts Ltd"}}
+        assert ledger.get(quarantined).status == "corrected"  # merged; the run's review step gates it again
         assert ledger.get(quarantined).payload["supplier"] == "Stark Parts Ltd"
 
-        # A doubtful AI answer: only the changed answer field travels, as ai_result. Until the server
-        # takes AI-answer corrections the page shows its refusal and keeps the editor open.
+        # A doubtful AI answer: only the changed answer field travels. This workflow's AI step stored no
+        # output schema, so the server refuses the correction (422); the page shows why, the editor stays.
         frame.wait_for_function("q => document.querySelector('#item-title').dataset.itemId !== q", arg=quarantined)
         pending = frame.get_attribute("#item-title", "data-item-id")
         frame.wait_for_selector(f"#item-body[data-loaded='{pending}']")
@@ -136,11 +136,11 @@ def test_run_tab_shows_the_work_full_width_and_decides_by_keyboard(api_server: A
         assert frame.inner_text("#editor-label") == "Corrected model answer (JSON object)"
         frame.fill("#editor-text", json.dumps({"category": "late delivery", "summary": "late by two weeks"}))
         page.keyboard.press("Control+Enter")
+        # Answered either way: the refusal shows in the editor, or the editor closes on success.
         frame.wait_for_function(
-            "() => document.querySelector('#editor-result.error')"
-            " || document.querySelector('#decision-result.ok')?.textContent.includes('corrected')"
+            "() => document.querySelector('#editor-result.error') || document.querySelector('#editor').hidden"
         )
-        assert sent[-1] == {"action": "correct", "comment": None, "ai_result": {"summary": "late by two weeks"}}
+        assert sent[-1] == {"action": "correct", "comment": None, "changes": {"summary": "late by two weeks"}}
         if ledger.get(pending).status == "pending_review":
             assert "not applied" in frame.inner_text("#editor-result")
             page.keyboard.press("Escape")

@@ -95,9 +95,11 @@ class ScriptedReviewer(threading.Thread):
             return
         details.raise_for_status()
         for detail in details.json().get("hitl_details", []):
-            if detail.get("response_received"):
-                continue
             ti = detail["task_instance"]
+            # Only a parked task takes an answer: Airflow 3.3 records an answer given while the task
+            # is still running (the request is open a moment before it parks) but never resumes it.
+            if detail.get("response_received") or ti.get("state") not in ("awaiting_input", "deferred"):
+                continue
             answer: dict[str, Any] = {"chosen_options": [self.run_spec.signoff]}
             if self.run_spec.signoff_reason is not None:
                 answer["params_input"] = {"reason": self.run_spec.signoff_reason}

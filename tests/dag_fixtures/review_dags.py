@@ -97,3 +97,11 @@ review_escalate_proceed = _review_dag(
 review_escalate_fail = _review_dag(
     "review_escalate_fail", poke_interval=0.5, timeout=2, escalation="fail", on_failure_callback=record_alert
 )
+
+#: Escalation per item age: each item is rejected (or fails the step) once it waited 1.5 s.
+review_item_reject = _review_dag(
+    "review_item_reject", poke_interval=30, timeout=timedelta(minutes=2), item_timeout=1.5, item_escalation="reject"
+)
+review_item_fail = _review_dag(
+    "review_item_fail", poke_interval=30, timeout=timedelta(minutes=2), item_timeout=1.5, item_escalation="fail"
+)

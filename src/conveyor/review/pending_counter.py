@@ -26,6 +26,7 @@ import time
 import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import datetime
 
 import psycopg
 
@@ -38,27 +39,37 @@ _UNRESOLVED_VALUES: list[str] = UNRESOLVED_VALUES
 #: One statement for every (workflow, run) asked in a batch; each pair is an index range scan of
 #: ``items_workflow_run_status``.
 BATCH_SQL = """
-SELECT k.workflow, k.run_id, count(i.item_id), count(i.item_id) FILTER (WHERE i.status = %(corrected)s)
-FROM unnest(%(workflows)s::text[], %(run_ids)s::text[]) AS k(workflow, run_id)
+SELECT k.workflow, k.run_id, k.step, count(i.item_id),
+       count(i.item_id) FILTER (WHERE i.status = %(corrected)s),
+       min(i.updated_at) FILTER (
+           WHERE k.step <> '' AND i.status <> %(corrected)s AND NOT EXISTS (
+               SELECT 1 FROM conveyor.review_escalations e
+               WHERE e.item_id = i.item_id AND e.step = k.step AND e.waiting_since = i.updated_at))
+FROM unnest(%(workflows)s::text[], %(run_ids)s::text[], %(steps)s::text[]) AS k(workflow, run_id, step)
 LEFT JOIN conveyor.items i
        ON i.workflow = k.workflow AND i.run_id = k.run_id AND i.status = ANY(%(statuses)s::text[])
-GROUP BY k.workflow, k.run_id
+GROUP BY k.workflow, k.run_id, k.step
 """
 
-Key = tuple[str, str]
+#: (workflow, run id, step watching item ages or "")
+Key = tuple[str, str, str]
 
 #: After the listener fails, triggers only poll for this long before it is tried again.
 LISTEN_RETRY_SECONDS = 30.0
 
 
 class PendingCount(int):
-    """Items of a run not resolved yet (an ``int``); ``corrected`` of them wait for revalidation."""
+    """Items of a run not resolved yet (an ``int``); ``corrected`` of them wait for revalidation;
+    ``oldest`` is when the longest-waiting item the asking step has not escalated yet entered the
+    queue (only for a step that watches item ages)."""
 
     corrected: int
+    oldest: datetime | None
 
-    def __new__(cls, waiting: int = 0, corrected: int = 0) -> PendingCount:
+    def __new__(cls, waiting: int = 0, corrected: int = 0, oldest: datetime | None = None) -> PendingCount:
         count = super().__new__(cls, waiting + corrected)
         count.corrected = corrected
+        count.oldest = oldest
         return count
 
 
@@ -90,7 +101,7 @@ class PendingCounter:
         self._flush: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
         #: runs whose triggers wait for a change -> their wake-up events
-        self._watchers: dict[Key, set[asyncio.Event]] = {}
+        self._watchers: dict[tuple[str, str], set[asyncio.Event]] = {}
         self._listener: asyncio.Task[None] | None = None
         #: notifications received (for tests)
         self.notifications = 0
@@ -148,15 +159,16 @@ class PendingCounter:
             except Exception:
                 log.debug("closing the listener connection failed", exc_info=True)
 
-    async def pending(self, workflow: str, run_id: str) -> PendingCount:
+    async def pending(self, workflow: str, run_id: str, step: str | None = None) -> PendingCount:
         """How many items of ``(workflow, run_id)`` wait for a person now, or were corrected and wait
-        to be validated again (``.corrected`` of them).
+        to be validated again (``.corrected`` of them); with ``step``, also since when the oldest
+        item that step has not escalated waits (``.oldest``).
 
         :raises psycopg.Error: the ledger could not be asked (the caller retries on its next tick).
         """
         loop = asyncio.get_running_loop()
         future: asyncio.Future[PendingCount] = loop.create_future()
-        self._waiting.setdefault((workflow, run_id), []).append(future)
+        self._waiting.setdefault((workflow, run_id, step or ""), []).append(future)
         if self._flush is None:
             self._flush = loop.create_task(self._send_batch(), name="conveyor-review-pending-batch")
         return await future
@@ -196,13 +208,15 @@ class PendingCounter:
                 {
                     "workflows": [k[0] for k in keys],
                     "run_ids": [k[1] for k in keys],
+                    "steps": [k[2] for k in keys],
                     "statuses": _UNRESOLVED_VALUES,
                     "corrected": Status.CORRECTED,
                 },
             )
             rows = await cursor.fetchall()
         return {
-            (workflow, run_id): PendingCount(int(n) - int(fixed), int(fixed)) for workflow, run_id, n, fixed in rows
+            (workflow, run_id, step): PendingCount(int(n) - int(fixed), int(fixed), oldest)
+            for workflow, run_id, step, n, fixed, oldest in rows
         }
 
     async def _drop_connection(self) -> None:

@@ -20,13 +20,18 @@ At the timeout the sensor applies the escalation declared for the step:
 * ``reject``: every item still waiting is moved to ``rejected`` with the reason, then the task
   succeeds.
 
+Each item can also be escalated on its own (``item_timeout``, ``item_escalation``): an item that
+has waited that long on the queue is alerted about (``alert``: a person is told, it keeps
+waiting), rejected (``reject``) or fails the step (``fail``); see :mod:`conveyor.review.item_escalation`.
+The trigger fires at the moment the oldest waiting item becomes overdue, not on a poll tick.
+
 The outcome is logged and returned as the XCom summary (``return_value``, also pushed under the
 key ``review_summary`` when the task fails)::
 
     {"workflow", "run_id", "outcome": "all_decided" | "timed_out",
      "escalation": declared, "escalation_applied": None | "fail" | "proceed" | "reject",
      "needed_review", "decided", "pending", "decided_by": {actor: n}, "outcomes": {status: n},
-     "auto_rejected", "waited_seconds", "deadline"}
+     "auto_rejected", "item_escalations": {action: n}, "waited_seconds", "deadline"}
 
 Report-level sign-off (one decision for a whole report) is :class:`~conveyor.review.operators.SignOffOperator`.
 """
@@ -66,6 +71,10 @@ class HumanReviewSensor(BaseSensorOperator):
         or its name (templated).
     :param run_id: the run that carries the items (templated; default: this DAG run's id).
     :param escalation: ``fail``, ``proceed`` or ``reject``: what to do at the timeout.
+    :param item_timeout: how long one item may wait on the queue (``timedelta`` or seconds) before
+        ``item_escalation`` applies to it (None: items are escalated only with the run, at ``timeout``).
+    :param item_escalation: ``alert`` (tell a person, the item keeps waiting), ``reject`` or
+        ``fail``: what to do with an item that waited longer than ``item_timeout``.
     :param revalidate: the task id of the validation gate that validates corrected items again
         (default: the gate each item's quarantine recorded).
     :param deferrable: wait in the triggerer, holding no worker slot (default, unless
@@ -86,6 +95,8 @@ class HumanReviewSensor(BaseSensorOperator):
         run_id: str = "{{ run_id }}",
         escalation: Escalation | str = Escalation.FAIL,
         revalidate: str | None = None,
+        item_timeout: timedelta | float | None = None,
+        item_escalation: str = "alert",
         deferrable: bool | None = None,
         conn_id: str | None = None,
         **kwargs: Any,
@@ -107,6 +118,20 @@ class HumanReviewSensor(BaseSensorOperator):
             raise ValueError(
                 "choose deferrable=True (triggerer) or mode='reschedule' (no triggerer), not both"
             )
+        from conveyor.review.item_escalation import ItemEscalation
+
+        try:
+            self.item_escalation = ItemEscalation(item_escalation)
+        except ValueError:
+            raise ValueError(
+                f"item_escalation must be one of {', '.join(e.value for e in ItemEscalation)}; "
+                f"got {item_escalation!r}"
+            ) from None
+        if isinstance(item_timeout, timedelta):
+            item_timeout = item_timeout.total_seconds()
+        if item_timeout is not None and item_timeout <= 0:
+            raise ValueError(f"item_timeout must be positive, got {item_timeout!r}")
+        self.item_timeout = float(item_timeout) if item_timeout is not None else None
         self.workflow, self.declaration = workflow_parts(workflow)
         self.run_id = run_id
         self.revalidate = revalidate
@@ -138,10 +163,44 @@ class HumanReviewSensor(BaseSensorOperator):
         if result["corrected"]:
             self.log.info("%s", describe(result))
 
+    def _escalate_items(self, context: Context) -> None:
+        """Escalate, once each, the items that waited longer than ``item_timeout``."""
+        if self.item_timeout is None:
+            return
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from conveyor.ledger.actors import task_actor
+        from conveyor.monitoring.notifiers import ChannelNotConfigured
+        from conveyor.review.item_escalation import ItemsOverdue, escalate_items
+
+        try:
+            done = escalate_items(
+                self._ledger(),
+                workflow=self.workflow,
+                run_id=self.run_id,
+                step=self.task_id,
+                item_timeout=self.item_timeout,
+                action=self.item_escalation,
+                actor=task_actor(context),
+                context=context,
+            )
+        except ItemsOverdue as exc:
+            raise AirflowFailException(str(exc)) from None
+        except ChannelNotConfigured as exc:
+            raise AirflowException(f"item escalation 'alert' cannot reach anyone: {exc}") from None
+        if done:
+            self.log.warning(
+                "item escalation %r applied to %d item(s): %s",
+                self.item_escalation.value,
+                len(done),
+                ", ".join(o.item_id for o in done[:10]),
+            )
+
     def poke(self, context: Context) -> bool:
         """True when no item of the run waits for a person or for revalidation (corrected items are
-        validated again first)."""
+        validated again first, overdue items escalated)."""
         self._revalidate(context)
+        self._escalate_items(context)
         pending = self._pending()
         self.log.info("%d item(s) of %s/%s wait for a person", pending, self.workflow, self.run_id)
         return pending == 0
@@ -184,33 +243,40 @@ class HumanReviewSensor(BaseSensorOperator):
                 deadline=deadline,
                 poll_interval=self.poke_interval,
                 conn_id=self.conn_id,
+                step=self.task_id if self.item_timeout else None,
+                item_timeout=self.item_timeout,
             ),
             method_name="execute_complete",
         )
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
         """Resume after the trigger fired: finish, wait again, or escalate."""
-        from conveyor.review.triggers import CORRECTED, DECIDED, ERROR, TIMED_OUT, parse_deadline
+        from conveyor.review.triggers import CORRECTED, DECIDED, ERROR, ITEMS_OVERDUE, TIMED_OUT, parse_deadline
 
         status = (event or {}).get("status")
         if status == ERROR:
             raise AirflowException(f"review of {self.workflow}/{self.run_id} could not be watched: {event}")
-        if not event or status not in {DECIDED, CORRECTED, TIMED_OUT}:
+        if not event or status not in {DECIDED, CORRECTED, ITEMS_OVERDUE, TIMED_OUT}:
             raise AirflowException(f"unexpected event from the review trigger: {event!r}")
         deadline = parse_deadline(event.get("deadline")) or datetime.now(UTC)
         started = deadline - timedelta(seconds=self.timeout)
         timed_out = event["status"] == TIMED_OUT
         if not timed_out and not self.poke(context):
             if datetime.now(UTC) < deadline:
-                # A correction failed its revalidation, or a new item was routed to review after the
-                # trigger's last look: keep waiting.
+                # A correction failed its revalidation, overdue items were escalated and wait on, or
+                # a new item was routed to review after the trigger's last look: keep waiting.
                 self._defer(deadline)
-            # Woken for a correction just as the deadline passed, with items still waiting: the
-            # step's escalation applies, as it would have on the trigger's own deadline.
-            timed_out = status == CORRECTED
+            # Woken for a correction or an overdue item just as the deadline passed, with items
+            # still waiting: the step's escalation applies, as it would have on the trigger's deadline.
+            timed_out = status in {CORRECTED, ITEMS_OVERDUE}
         return self._finish(context, started, deadline, timed_out=timed_out)
 
     # -- the outcome -------------------------------------------------------------------------
+
+    def _item_escalations(self, ledger: Ledger) -> dict[str, int]:
+        if self.item_timeout is None:
+            return {}
+        return _item_escalations_of(ledger, self.workflow, self.run_id, self.task_id)
 
     def _finish(
         self, context: Context, started: datetime, deadline: datetime, *, timed_out: bool
@@ -245,6 +311,7 @@ class HumanReviewSensor(BaseSensorOperator):
             "escalation": self.escalation.value,
             "escalation_applied": applied.value if applied else None,
             "auto_rejected": auto_rejected,
+            "item_escalations": self._item_escalations(ledger),
             "waited_seconds": round((datetime.now(UTC) - started).total_seconds(), 3),
             "deadline": deadline.isoformat(),
         }
@@ -262,6 +329,16 @@ class HumanReviewSensor(BaseSensorOperator):
         elif state.pending:
             self.log.info("%d item(s) were routed to review after the last look", len(state.pending))
         return summary
+
+
+def _item_escalations_of(ledger: Ledger, workflow: str, run_id: str, step: str) -> dict[str, int]:
+    with ledger.connect() as conn:
+        rows = conn.execute(
+            "SELECT action, count(*) FROM conveyor.review_escalations"
+            " WHERE workflow = %s AND run_id = %s AND step = %s GROUP BY action ORDER BY action",
+            (workflow, run_id, step),
+        ).fetchall()
+    return {action: int(n) for action, n in rows}
 
 
 def _human_duration(seconds: float) -> str:

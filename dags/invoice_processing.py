@@ -46,6 +46,9 @@ def review(task_id: str, why: str) -> HumanReviewSensor:
         workflow=WORKFLOW,
         escalation="proceed",  # undecided invoices stay on the queue; clearing the run resumes them
         timeout=int(timedelta(hours=4).total_seconds()),
+        # An invoice nobody has looked at for an hour: a person is told which one, it keeps waiting.
+        item_timeout=timedelta(hours=1),
+        item_escalation="alert",
         doc_md=recovery(Recovery.MANUAL_INTERVENTION, Recovery.GRACEFUL_DEGRADATION, why=why),
     )
 

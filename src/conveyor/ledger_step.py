@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseOperator
 
@@ -42,6 +42,11 @@ class LedgerStepOperator(BaseOperator):
         the ledger when the task runs), or the name of one already stored.
     :param ledger_conn_id: the Airflow connection of the ledger (default ``[conveyor] ledger_conn_id``).
     """
+
+    #: True when ``execute()`` works on the run's items still in its input status, moving each once,
+    #: so it may run again for items that reach that status after it ran: a review step does that
+    #: for corrected input validated again after this step (see :mod:`conveyor.review.catch_up`).
+    resumable: ClassVar[bool] = False
 
     def __init__(self, *, workflow: str | Workflow, ledger_conn_id: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+import copy
+from collections.abc import Collection
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from airflow.sdk import BaseOperator, Context
 
 #: What a Jinja template renders when its value is missing (``{{ params.x }}`` of a null param...).
 BLANKS = frozenset({"", "None", "none", "null"})
@@ -13,3 +18,16 @@ def or_none(value: Any) -> Any:
     if value is None or (isinstance(value, str) and value.strip() in BLANKS):
         return None
     return value
+
+
+def rendered_copy(task: BaseOperator, context: Context, *, skip: Collection[str] = ()) -> BaseOperator:
+    """A copy of another task of the DAG with its templated fields rendered for this run, as its
+    own task instance renders them (so a step can run a sibling's work with the sibling's settings).
+
+    :param skip: template fields left as they are.
+    """
+    rendered = copy.copy(task)
+    for name in task.template_fields:
+        if name not in skip:
+            setattr(rendered, name, task.render_template(getattr(task, name), context))
+    return rendered

@@ -232,6 +232,53 @@ def test_a_row_corrected_during_the_review_is_validated_again_and_published_in_t
     assert sentence in storage_path(outbox["result"]["files"][0]).read_text()
 
 
+def test_a_row_corrected_at_the_drafts_review_is_drafted_and_published_by_the_same_run(
+    runner, ledger, todays_extract, tmp_path, monkeypatch
+):
+    """The inputs review gives up (proceed) before anyone looks at the bad rows; the reviewer fixes
+    the negative amount while the drafts review waits. Validated again, the row is classified and
+    drafted by the run's AI step, run again by the drafts review for it, and published: nothing is
+    left behind at 'validated' in a finished run."""
+    from conveyor.quickstart.reviewer import reviewer_policy
+
+    monkeypatch.setenv("CONVEYOR_HOME", str(tmp_path / "home"))
+    fixed: list[str] = []
+
+    def policy(item: dict):
+        if item["status"] != "quarantined":
+            return reviewer_policy(item)
+        counts = ledger.count_by_status(workflow=WF, run_id=item["run_id"])
+        if not counts.get("ai_processed") and not counts.get("pending_review"):
+            return None  # the inputs review is still waiting: decide at the drafts review
+        amount = item["payload"].get("amount")
+        if isinstance(amount, (int, float)) and amount < 0:
+            fixed.append(item["item_id"])
+            return "correct", "sign typo in the feed", {"amount": abs(amount)}
+        return reviewer_policy(item)
+
+    run, reviewer = runner.run(WF, {"extract_path": str(todays_extract)}, policy=policy,
+                               adjust={"review_inputs": {"timeout": 2}})  # fmt: skip
+
+    assert run.state == "success", (task_states(run), reviewer.errors)
+    summary = run.get_task_instance("review_inputs").xcom_pull(task_ids="review_inputs")
+    assert summary["escalation_applied"] == "proceed" and summary["pending"] == 3
+    [item_id] = fixed
+    moves = [(r.from_status, r.to_status, r.actor.split("#")[0]) for r in ledger.history(item_id)]
+    assert moves[2:5] == [
+        ("quarantined", "corrected", "reviewer:rita"),
+        ("corrected", "validated", f"{WF}.review_drafts"),  # validated again by the gate's suite
+        ("validated", moves[4][1], f"{WF}.review_drafts"),  # and through the AI step, for this row
+    ]
+    assert moves[4][1] in {"ai_processed", "pending_review"}
+    assert ledger.get(item_id).status == "published" and ledger.get(item_id).ai_result["draft"]
+    counts = ledger.count_by_status(workflow=WF, run_id=run.run_id)
+    assert set(counts) == {"published", "rejected"}, counts
+    drafts = run.get_task_instance("review_drafts").xcom_pull(task_ids="review_drafts")
+    assert drafts["caught_up"] == ["classify_and_draft"]
+    [outbox] = ledger.effects("publish_report").values()
+    assert item_id in outbox["result"]["items"]
+
+
 def test_a_rejected_sign_off_fails_the_run_naming_who_and_why_and_alerts_a_person(
     runner, ledger, todays_extract, mailbox, tmp_path, monkeypatch
 ):

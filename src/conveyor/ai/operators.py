@@ -97,6 +97,8 @@ class AIStepOperator(LedgerStepOperator):
         hits, fallback answers, seconds.
     """
 
+    resumable = True  # only the run's items still waiting in its input status are worked on
+
     template_fields: Sequence[str] = (
         "run_id",
         "model",

@@ -16,7 +16,8 @@ from urllib.parse import quote
 from conveyor.quickstart.api_server import ApiServer
 
 #: item (as the review API returns it) -> (action, comment), or (action, comment, changes) to correct
-Policy = Callable[[dict[str, Any]], tuple[str, str] | tuple[str, str, dict[str, Any]]]
+#: item -> (action, comment[, changes]), or None to leave the item for a later pass
+Policy = Callable[[dict[str, Any]], tuple[str, str] | tuple[str, str, dict[str, Any]] | None]
 
 
 def reviewer_policy(item: dict[str, Any]) -> tuple[str, str]:
@@ -77,7 +78,10 @@ class ScriptedReviewer(threading.Thread):
                           params={"workflow": self.run_spec.workflow, "run_id": self.run_id, "limit": 200})
         page.raise_for_status()
         for item in page.json()["items"]:
-            action, comment, *changes = self.run_spec.policy(item)
+            decision = self.run_spec.policy(item)
+            if decision is None:  # not now: look again on the next pass
+                continue
+            action, comment, *changes = decision
             body: dict[str, Any] = {"action": action, "comment": comment}
             if changes:
                 body["changes"] = changes[0]

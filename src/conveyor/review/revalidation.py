@@ -15,7 +15,6 @@ are written under ``<gate>:corrections``, next to the gate's own.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -58,7 +57,8 @@ def corrected_gates(ledger: Ledger, workflow: str, run_id: str) -> dict[str, str
 def revalidate(
     ledger: Ledger, context: Context, *, workflow: str, run_id: str, gate: str | None = None
 ) -> dict[str, Any]:
-    """Gate the run's corrected items again; returns ``{"corrected", "validated", "quarantined", "gate"}``.
+    """Gate the run's corrected items again; returns ``{"corrected", "validated", "quarantined", "gate",
+    "gates"}`` (``gate``: the gates' task ids as one line, ``gates``: as a list).
 
     :param ledger: the ledger.
     :param context: the calling task's context (the gate's templates are rendered with it).
@@ -70,7 +70,7 @@ def revalidate(
     """
     waiting = corrected_gates(ledger, workflow, run_id)
     if not waiting:
-        return {"corrected": 0, "validated": 0, "quarantined": 0, "gate": gate}
+        return {"corrected": 0, "validated": 0, "quarantined": 0, "gate": gate, "gates": []}
     names = {gate} if gate else {g for g in waiting.values()}
     if None in names:
         # Quarantined before gates recorded themselves: the one validation gate upstream, if any.
@@ -89,8 +89,9 @@ def revalidate(
         summary = _run_gate(ledger, context, workflow=workflow, run_id=run_id, step=name)
         validated += summary.validated
         quarantined += summary.quarantined
+    gates = sorted(n for n in names if n)
     return {"corrected": len(waiting), "validated": validated, "quarantined": quarantined,
-            "gate": ", ".join(sorted(n for n in names if n))}  # fmt: skip
+            "gate": ", ".join(gates), "gates": gates}  # fmt: skip
 
 
 def _upstream_gates(context: Context) -> list[str]:
@@ -109,6 +110,7 @@ def _run_gate(ledger: Ledger, context: Context, *, workflow: str, run_id: str, s
     from conveyor.gate.runner import LEDGER_SOURCE, GateRunner
     from conveyor.include import dag_file_folder, searching_near
     from conveyor.ledger.actors import task_actor
+    from conveyor.templated import rendered_copy
 
     task = context["ti"].task
     dag = getattr(task, "dag", None)
@@ -120,10 +122,9 @@ def _run_gate(ledger: Ledger, context: Context, *, workflow: str, run_id: str, s
     original = dag.get_task(step)
     if not isinstance(original, ValidationGateOperator):
         raise RevalidationError(f"task {step!r} is not a ValidationGateOperator: it cannot validate corrections")
-    rendered = copy.copy(original)
-    for name in original.template_fields:  # the gate's settings as its own task rendered them
-        if name not in ("source", "sql"):  # its input is the corrected items, not its file or query
-            setattr(rendered, name, original.render_template(getattr(original, name), context))
+    # The gate's settings as its own task rendered them; its input is the corrected items, not its
+    # file or query.
+    rendered = rendered_copy(original, context, skip=("source", "sql"))
     config = rendered.gate_config(context)
     flow = ledger.workflow(workflow)
     gate_input = config.from_status or flow.gate_input

@@ -31,7 +31,12 @@ key ``review_summary`` when the task fails)::
     {"workflow", "run_id", "outcome": "all_decided" | "timed_out",
      "escalation": declared, "escalation_applied": None | "fail" | "proceed" | "reject",
      "needed_review", "decided", "pending", "decided_by": {actor: n}, "outcomes": {status: n},
-     "auto_rejected", "item_escalations": {action: n}, "waited_seconds", "deadline"}
+     "auto_rejected", "item_escalations": {action: n}, "caught_up": [steps run again for corrected items],
+     "waited_seconds", "deadline"}
+
+A row corrected at a later review step (after the AI step), once validated again, goes through the
+resumable steps between its gate and this step before the review counts as done (see
+:mod:`conveyor.review.catch_up`), so it is processed by the same run instead of left behind.
 
 Report-level sign-off (one decision for a whole report) is :class:`~conveyor.review.operators.SignOffOperator`.
 """
@@ -137,6 +142,8 @@ class HumanReviewSensor(BaseSensorOperator):
         self.revalidate = revalidate
         self.deferrable = deferrable
         self.conn_id = conn_id or config.ledger_conn_id()
+        #: steps run again for corrected items (step -> its summary), reported in the outcome
+        self.caught_up: dict[str, Any] = {}
 
     # -- waiting -----------------------------------------------------------------------------
 
@@ -162,6 +169,18 @@ class HumanReviewSensor(BaseSensorOperator):
             raise AirflowException(str(exc)) from exc
         if result["corrected"]:
             self.log.info("%s", describe(result))
+        if result["validated"]:
+            self._catch_up(context, result["gates"])
+
+    def _catch_up(self, context: Context, gates: list[str]) -> None:
+        """Take the rows that passed again through the steps between their gate and this one."""
+        from conveyor.review.catch_up import catch_up
+
+        done = catch_up(context, gates)
+        self.log.info("corrected items: %s", done.describe())
+        if done.skipped:
+            self.log.warning("corrected items passed %s again; %s", ", ".join(gates), done.describe())
+        self.caught_up.update(done.ran)
 
     def _escalate_items(self, context: Context) -> None:
         """Escalate, once each, the items that waited longer than ``item_timeout``."""
@@ -312,6 +331,7 @@ class HumanReviewSensor(BaseSensorOperator):
             "escalation_applied": applied.value if applied else None,
             "auto_rejected": auto_rejected,
             "item_escalations": self._item_escalations(ledger),
+            "caught_up": sorted(self.caught_up),
             "waited_seconds": round((datetime.now(UTC) - started).total_seconds(), 3),
             "deadline": deadline.isoformat(),
         }

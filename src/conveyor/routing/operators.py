@@ -31,6 +31,8 @@ class ApprovalRoutingOperator(LedgerStepOperator):
     :param min_confidence: results less confident than this need a person.
     """
 
+    resumable = True  # only the run's items still waiting in its input status are worked on
+
     template_fields: Sequence[str] = ("threshold",)
 
     def __init__(

@@ -21,6 +21,8 @@ class PromoteItemsOperator(LedgerStepOperator):
     :param reason: the audit reason (templated).
     """
 
+    resumable = True  # only the run's items still waiting in its input status are worked on
+
     template_fields: Sequence[str] = ("reason",)
 
     def __init__(self, *, from_status: str, to_status: str, reason: str, **kwargs: Any) -> None:

@@ -108,3 +108,25 @@ def test_thresholds_merge_and_reject_typos():
     assert Thresholds.for_workflow(config, "other").exception_rate_bound == 0.15
     with pytest.raises(ValueError, match="exception_rate_bund"):
         Thresholds.for_workflow({"*": {"exception_rate_bund": 0.2}}, "wf")
+
+
+def test_a_corrected_item_no_review_step_validates_is_alerted_with_what_to_do(ledger):
+    """A reviewer corrected a quarantined row after its run had finished: no review step waits to
+    validate it again. It counts as waiting, and the queue-age alert names it and says to clear the
+    run's review step."""
+    from datetime import timedelta
+
+    from tests.monitoring.history import Story, seed, stream
+    from tests.monitoring.scenarios import BASE
+
+    seed(ledger, "wf_late", stream("wf_late", as_of=AS_OF, profile=BASE, key_prefix="L"))
+    t0 = AS_OF - timedelta(days=2)
+    seed(ledger, "wf_late", [Story("FIXED-1", "manual__late", {"supplier_id": "SUP-0007"},
+                                   [("received", t0), ("quarantined", t0 + timedelta(minutes=1)),
+                                    ("corrected", t0 + timedelta(hours=1))])])  # fmt: skip
+    measured = measure_all(ledger, CONFIG, as_of=AS_OF)
+    alerts, _ = evaluate_all(ledger, measured.snapshots, CONFIG, as_of=AS_OF)
+
+    old = _one(alerts, "wf_late", "queue_age")
+    assert "wf_late:FIXED-1 (corrected, 47.0 h)" in old.what
+    assert any("clear its review step in Airflow" in line for line in old.where), old.where

@@ -400,12 +400,24 @@ def _queue_age_rule(snap: Mapping[str, Any], t: Thresholds, base_url: str) -> Al
         where=(
             f"the review queue: {link['review']} or conveyor queue --workflow {wf}",
             f"decide: conveyor review {first} --approve|--reject --by NAME",
+            *_corrected_hint(q["by_status"]),
             f"health page: {link['health']}",
         ),
         value=q["oldest_age_s"],
         baseline=q["bound_s"],
         as_of=snap["as_of"],
         detail={"oldest": q["oldest"][:3]},
+    )
+
+
+def _corrected_hint(by_status: Mapping[str, Any]) -> tuple[str, ...]:
+    """Corrected items wait for their run's review step, not for a person's decision."""
+    if not by_status.get("corrected"):
+        return ()
+    return (
+        f"{by_status['corrected']:g} corrected item(s) wait for their run's review step to validate them "
+        "again; when that run has no review step waiting, clear its review step in Airflow "
+        "(the run, the step, Clear) and it validates and processes them",
     )
 
 

@@ -27,13 +27,15 @@ from typing import Any
 
 import psycopg
 
-from conveyor.ledger.statuses import EXCEPTION_STATUSES, REVIEW_VALUES, STOPPED_STATUSES
+from conveyor.ledger.statuses import EXCEPTION_STATUSES, STOPPED_STATUSES, UNRESOLVED_VALUES
 from conveyor.ledger.store import Ledger
 from conveyor.monitoring.stages import STAGES
 from conveyor.workflow import Workflow
 
 DAY = timedelta(days=1)
-REVIEW = REVIEW_VALUES
+#: The review queue as monitoring sees it: items waiting for a person, and corrected items waiting
+#: for their run's review step to validate them again (stuck there when no step of the run waits).
+REVIEW = UNRESOLVED_VALUES
 #: What counts as an exception: quarantined input and doubtful results, never a routine approval.
 EXCEPTIONS = sorted(EXCEPTION_STATUSES)
 STOPPED = sorted(STOPPED_STATUSES)

@@ -205,8 +205,9 @@ class HumanReviewSensor(BaseSensorOperator):
             )
         except ItemsOverdue as exc:
             raise AirflowFailException(str(exc)) from None
-        except ChannelNotConfigured as exc:
-            raise AirflowException(f"item escalation 'alert' cannot reach anyone: {exc}") from None
+        except (ChannelNotConfigured, RuntimeError) as exc:
+            # Nothing was recorded: the step fails (and retries) rather than wait on in silence.
+            raise AirflowException(f"item escalation 'alert' reached nobody: {exc}") from None
         if done:
             self.log.warning(
                 "item escalation %r applied to %d item(s): %s",

@@ -73,7 +73,14 @@ def test_every_mounted_route_and_the_schema_and_docs_refuse_a_missing_or_forged_
     anonymous = clients["anonymous"]
     forged_headers = {"Authorization": "Bearer not.a.token", "Accept": "application/json"}
     airflow_answer = anonymous.get("/api/v2/dags", headers=forged_headers).status_code
-    samples = {"item_id": quote(f"{WF}:A", safe=""), "workflow": WF, "path": "review.js", "name": "review.js"}
+    samples = {
+        "item_id": quote(f"{WF}:A", safe=""),
+        "workflow": WF,
+        "run_id": "run-1",
+        "task_id": "director_signoff",
+        "path": "review.js",
+        "name": "review.js",
+    }
     routes = [r for r in create_app().routes if getattr(r, "methods", None)]
     paths = {r.path for r in routes}
     assert {"/openapi.json", "/docs", "/redoc"} <= paths

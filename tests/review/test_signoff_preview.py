@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from urllib.parse import unquote
+from pathlib import Path
+from urllib.parse import quote, unquote
 
 import pendulum
 import pytest
@@ -148,3 +149,79 @@ def test_the_preview_page_serves_each_file_and_answers_404_for_unknown_ones(api_
     assert browser.status_code == 302
     assert browser.headers["location"].startswith("/auth/login?next=")
     assert "/conveyor/review/signoff/" in unquote(browser.headers["location"])
+
+
+SHOTS = Path("/tmp/shots-review-page")
+
+
+@pytest.mark.browser
+def test_the_link_opens_the_report_from_the_airflow_uis_required_actions_view(api_server, ledger, monkeypatch):
+    """In real Chromium: the director opens the task's Required Actions view in the Airflow UI,
+    follows the prompt's link and reads the report, then approves (the run goes on)."""
+    import threading
+
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.types import DagRunType
+
+    from tests.dag_fixtures.signoff_dags import signoff_dag
+    from tests.support.browser import chromium_page
+    from tests.support.review_page import log_in
+
+    monkeypatch.setenv("AIRFLOW__API__BASE_URL", api_server.url)
+    when = datetime.now(UTC).replace(microsecond=0)
+    run_id = DagRun.generate_run_id(run_type=DagRunType.MANUAL, logical_date=when, run_after=when)
+    hitl = f"/api/v2/dags/signoff_preview/dagRuns/{quote(run_id, safe='')}"
+    seen: dict[str, object] = {}
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def director() -> None:
+        try:
+            with api_server.client("admin") as admin:
+                while not stop.wait(0.5):  # wait until the task is parked, as a person would see it
+                    details = admin.get(f"{hitl}/hitlDetails")
+                    parked = [
+                        d for d in (details.json().get("hitl_details", []) if details.status_code == 200 else [])
+                        if d["task_instance"]["state"] in ("awaiting_input", "deferred")
+                    ]
+                    if parked:
+                        break
+                else:
+                    return
+                SHOTS.mkdir(parents=True, exist_ok=True)
+                with chromium_page(1300, 1000) as page:
+                    view = (f"/dags/signoff_preview/runs/{quote(run_id, safe='')}"
+                            "/tasks/director_signoff/required_actions")
+                    log_in(page, api_server.url, "admin", view)
+                    link = page.get_by_role("link", name="Open the report preview")
+                    link.wait_for()
+                    seen["href"] = link.get_attribute("href")
+                    page.screenshot(path=str(SHOTS / "signoff-required-actions.png"), full_page=True)
+                    page.goto(str(seen["href"]))
+                    page.wait_for_selector("h1")
+                    seen["heading"] = page.inner_text("h1")
+                    seen["rows"] = page.locator("tr").count()
+                    page.screenshot(path=str(SHOTS / "signoff-preview.png"), full_page=True)
+                answered = admin.patch(
+                    f"{hitl}/taskInstances/director_signoff/-1/hitlDetails", json={"chosen_options": ["Approve"]}
+                )
+                seen["answer"] = answered.status_code
+        except BaseException as exc:  # noqa: BLE001 - reported by the test below
+            errors.append(exc)
+
+    thread = threading.Thread(target=director, daemon=True)
+    thread.start()
+    try:
+        run = signoff_dag.test(
+            logical_date=pendulum.instance(when), run_after=pendulum.instance(when),
+            run_conf={"drafts": ["Truck three days late.", "Twelve cartons short."]},
+        )
+    finally:
+        stop.set()
+        thread.join(timeout=60)
+
+    assert errors == [], errors
+    assert seen["href"] == api_server.url + preview_path(WF, run_id, "director_signoff", "report.html")
+    assert str(seen["heading"]).startswith("Supplier exceptions ")
+    assert seen["rows"] == 3  # the header and the two drafted items
+    assert seen["answer"] == 200 and run.state == "success"

@@ -72,7 +72,8 @@ class SignOffOperator(HITLOperator):
     :param status: the status of the items the sign-off approves (counted in the prompt; the
         preview renders them).
     :param preview: the task id of a :class:`~conveyor.effects.publish.PublishOperator` of this DAG
-        whose report is previewed in the prompt (None: no preview).
+        whose report is previewed: every output stored for this run and task, linked from the
+        prompt, its Markdown's first lines quoted in it (None: no preview).
     :param response_timeout: how long to wait for the person (then the task fails: nobody signed).
     :param conn_id: the Airflow connection of the ledger (default ``[conveyor] ledger_conn_id``).
     :param kwargs: the rest of ``HITLOperator``'s arguments (``assigned_users``, ``notifiers``...).
@@ -191,7 +192,8 @@ class SignOffOperator(HITLOperator):
             text = preview.files[name].strip()
             excerpt = "\n".join(text.splitlines()[:EXCERPT_LINES])[:EXCERPT_CHARS]
             more = " (the rest on the preview page)" if len(excerpt) < len(text) else ""
-            lines += ["", f"Start of `{name}`{more}:", "", excerpt]
+            quoted = [f"> {line}".rstrip() for line in excerpt.splitlines()]  # set apart from the prompt
+            lines += ["", f"Start of `{name}`{more}:", "", *quoted]
         return lines
 
     # -- the answer --------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import pytest
 
 from conveyor import storage_path
 from conveyor.quickstart import sample_feeds
+from conveyor.review.previews import preview_path
 from tests.dags.conftest import task_states
 
 REPO = Path(__file__).resolve().parents[2]
@@ -306,10 +307,15 @@ def test_a_rejected_sign_off_fails_the_run_naming_who_and_why_and_alerts_a_perso
         details = director.get(f"/api/v2/dags/{WF}/dagRuns/{run.run_id}/hitlDetails").json()["hitl_details"]
     [prompt] = [d for d in details if d["task_instance"]["task_id"] == "director_signoff"]
     assert f"**What you sign off:** {counts['ai_processed']} item(s)" in prompt["body"]
-    assert "**Preview of the report** (`supplier_report.md`" in prompt["body"]
+    # ... linked the whole report (every rendering, stored for this sign-off) and kept a short excerpt.
+    # ([api] base_url is unset in this process: the link is relative to the server showing the prompt)
+    link = preview_path(WF, run.run_id, "director_signoff", "supplier_report.html")
+    assert f"**[Open the report preview]({link})**" in prompt["body"]
     assert "# Supplier exceptions " in prompt["body"]  # the report's own heading, as it will be published
     drafts = [i.ai_result["draft"] for i in ledger.items(workflow=WF, run_id=run.run_id, status="ai_processed")]
-    assert sum(d in prompt["body"] for d in drafts) >= 10
-    assert "… (preview cut at 20,000 of " in prompt["body"]  # a long report is cut, and says so
+    with runner.api.client("admin") as director:
+        page = director.get(link)
+    assert page.status_code == 200 and page.headers["content-security-policy"].startswith("sandbox")
+    assert all(html.escape(d, quote=False) in page.text for d in drafts)
     assert prompt["chosen_options"] == ["Reject"]
     assert prompt["params_input"] == {"reason": "totals do not match the ERP"}

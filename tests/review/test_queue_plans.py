@@ -43,3 +43,40 @@ def test_the_page_ordered_by_the_priority_field_never_scans_every_item(ledger):
         ]
         assert scans and all(kind != "Seq Scan" for kind, _ in scans), scans
         assert len(rows) == 50 and [r[-1] for r in rows[:3]] == [299, 298, 297]  # the largest amounts first
+
+
+def test_a_bulk_decision_by_filter_selects_its_items_by_index_however_many_items_the_ledger_holds(ledger):
+    from conveyor.review.bulk import QueueFilter, matching_ids, matching_sql
+
+    wf, other = "supplier_exceptions", "invoice_processing"
+    with ledger.connect() as conn:
+        # Two years of decided items of both workflows (statistics taken before today's queue).
+        conn.execute(
+            "INSERT INTO conveyor.items (item_id, workflow, business_key, run_id, status, payload, input_hash)"
+            " SELECT w || ':OLD-' || n, w, 'OLD-' || n, 'run-' || (n / 1000), 'published', '{}'::jsonb,"
+            " md5(n::text) FROM generate_series(1, 100000) AS n, unnest(%s::text[]) AS w",
+            ([wf, other],),
+        )
+        conn.execute("ANALYZE conveyor.items")
+    route_to_review(ledger, wf, "run-today", pending=[f"P{n}" for n in range(200)], quarantined=["Q1", "Q2"])
+    route_to_review(ledger, wf, "run-yesterday", pending=["Y1"])
+    route_to_review(ledger, other, "run-today", quarantined=["INV-1"])
+
+    cases = [
+        (QueueFilter([wf]), 203),
+        (QueueFilter([wf], run_id="run-today"), 202),
+        (QueueFilter([wf], status="quarantined"), 2),
+        (QueueFilter([wf], run_id="run-today", status="pending_review"), 200),
+        (QueueFilter([wf, other]), 204),  # no workflow named: every one the reviewer may decide on
+    ]
+    for where, expected in cases:
+        query, params = matching_sql(where)
+        with ledger.connect() as conn:
+            (plan,) = conn.execute("EXPLAIN (FORMAT JSON) " + query, params).fetchone()
+        scans = [
+            (node["Node Type"], node.get("Relation Name"), node.get("Index Name"))
+            for node in plan_nodes(plan[0]["Plan"])
+            if "Scan" in node["Node Type"]
+        ]
+        assert scans and all(kind != "Seq Scan" for kind, _, _ in scans), (where, scans)
+        assert len(matching_ids(ledger, where)) == expected, where

@@ -235,3 +235,61 @@ def test_a_scripted_reviewer_decides_100_items_by_keyboard_fast_enough(api_serve
     # Loose bounds (a shared 2-core machine): the goals are >= 40 per minute and <= 300 ms.
     assert measured.per_minute >= 40
     assert measured.median_ms <= 600
+
+
+TRIAGE = Workflow(
+    name="review_page_orders",
+    source_field="supplier",
+    review_card=(
+        ReviewField("supplier", label="Supplier", kind="label"),
+        ReviewField("ai_result.category", label="Category", kind="label"),
+        ReviewField("confidence", label="Confidence", kind="percent"),
+        ReviewField("amount", label="Amount", kind="amount"),
+    ),
+    priority_field="amount",
+)
+
+
+def test_run_tab_hides_the_columns_empty_on_every_row_of_the_page(api_server: ApiServer, ledger, airflow_db):
+    """Quarantined rows have no model answer: Category and Confidence would be empty columns taking
+    the width "Why it waits" needs; they show again once a row of the page has a value."""
+    from tests.dag_fixtures.review_page_dags import orders_dag
+
+    run = orders_dag.test()
+    ledger.declare(TRIAGE, actor="tests")
+    data = orders(4)
+    route_to_review(ledger, TRIAGE.name, run.run_id, quarantined=list(data), payloads=data)
+    with chromium_page(1100, 700) as page:
+        problems: list[str] = []
+        page.on("pageerror", lambda exc: problems.append(str(exc)))
+        log_in(page, api_server.url, "rita", run_tab(TRIAGE.name, run.run_id))
+        frame = review_frame(page)
+        frame.wait_for_selector("#item-title:not(:empty)")
+
+        heads = frame.eval_on_selector_all("#queue thead th", "ths => ths.map(t => t.textContent)")
+        shot(page, "run-tab-quarantined-only.png")
+        assert heads == ["", "Item", "Supplier", "Amount", "Why it waits"]
+        cells = frame.eval_on_selector_all("#queue tbody tr", "trs => trs.map(r => r.cells.length)")
+        assert cells == [len(heads)] * 4  # the rows have no cells of the hidden columns either
+        suppliers = frame.eval_on_selector_all("#queue tbody td .label-chip", "s => s.map(e => e.textContent)")
+        assert len(suppliers) == 4 and set(suppliers) <= set(SUPPLIERS)  # the column with data is shown
+        why = frame.locator("#queue tbody tr").first.locator("td.checks")
+        assert "supplier_id is null" in why.inner_text()
+        fits = frame.evaluate(
+            "() => [...document.querySelectorAll('#queue tbody td.checks div')]"
+            ".every(d => d.scrollWidth <= d.clientWidth + 1)"
+        )
+        assert fits  # "Why it waits" is not clipped
+
+        # A pending item of the same run has a category and a confidence: both columns come back.
+        route_to_review(ledger, TRIAGE.name, run.run_id, pending=["PO-2026-09999"],
+                        payloads={"PO-2026-09999": dict(orders(1, 9999)["PO-2026-09999"], amount=99999)})
+        frame.click("#refresh")
+        frame.wait_for_selector("#queue thead th:has-text('Category')")
+        heads = frame.eval_on_selector_all("#queue thead th", "ths => ths.map(t => t.textContent)")
+        assert heads == ["", "Item", "Supplier", "Category", "Confidence", "Amount", "Why it waits"]
+        first = frame.locator("#queue tbody tr").first
+        assert first.get_attribute("data-item-id") == f"{TRIAGE.name}:PO-2026-09999"
+        assert "late delivery" in first.inner_text() and "41%" in first.inner_text()
+        shot(page, "run-tab-mixed.png")
+        assert problems == []

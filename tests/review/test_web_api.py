@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from datetime import datetime
 from urllib.parse import quote
 
 import httpx
@@ -73,7 +74,14 @@ def test_every_mounted_route_and_the_schema_and_docs_refuse_a_missing_or_forged_
     anonymous = clients["anonymous"]
     forged_headers = {"Authorization": "Bearer not.a.token", "Accept": "application/json"}
     airflow_answer = anonymous.get("/api/v2/dags", headers=forged_headers).status_code
-    samples = {"item_id": quote(f"{WF}:A", safe=""), "workflow": WF, "path": "review.js", "name": "review.js"}
+    samples = {
+        "item_id": quote(f"{WF}:A", safe=""),
+        "workflow": WF,
+        "run_id": "run-1",
+        "task_id": "director_signoff",
+        "path": "review.js",
+        "name": "review.js",
+    }
     routes = [r for r in create_app().routes if getattr(r, "methods", None)]
     paths = {r.path for r in routes}
     assert {"/openapi.json", "/docs", "/redoc"} <= paths
@@ -170,10 +178,14 @@ def test_decide_records_the_authenticated_reviewer_then_409_for_the_next(clients
     detail = late.json()["detail"]
     assert detail["code"] == "already_decided" and detail["decided_by"] == "reviewer:rita"
     assert detail["status"] == "ai_processed" and "already decided by reviewer:rita" in detail["message"]
+    assert list(detail) == ["code", "message", "status", "decided_by", "decided_at"]
+    assert datetime.fromisoformat(detail["decided_at"]) == last.at
 
     not_waiting = clients["admin"].post(item_url(f"{WF}:C", "/decision"), json={"action": "approve"})
     assert not_waiting.status_code == 409
     assert not_waiting.json()["detail"]["code"] == "not_awaiting_review"
+    assert list(not_waiting.json()["detail"]) == ["code", "message", "status"]
+    assert not_waiting.json()["detail"]["status"] == "validated"
     unknown = clients["admin"].post(item_url(f"{WF}:ZZZ", "/decision"), json={"action": "approve"})
     assert unknown.status_code == 404
     assert ledger.get(f"{WF}:A").status == "ai_processed"
@@ -350,6 +362,10 @@ def test_bulk_decisions_and_claims_over_http(clients, ledger):
     taken = admin.post(item_url("card_orders:B", "/claim"), json={})
     assert taken.status_code == 409
     assert taken.json()["detail"]["code"] == "claimed" and taken.json()["detail"]["reviewer"] == "rita"
+    assert list(taken.json()["detail"]) == ["code", "message", "reviewer", "claimed_at", "expires_at"]
+    assert datetime.fromisoformat(taken.json()["detail"]["expires_at"]) == datetime.fromisoformat(
+        claimed.json()["expires_at"]
+    )
     page = admin.get(f"{BASE}/queue", params={"workflow": "card_orders"}).json()
     assert [i["business_key"] for i in page["items"]] == ["B", "A"]
     first = page["items"][0]

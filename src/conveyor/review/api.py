@@ -185,6 +185,19 @@ def require_json(request: Request) -> None:
         raise HTTPException(status.HTTP_415_UNSUPPORTED_MEDIA_TYPE, "send the decision as application/json")
 
 
+def conflict(code: str, exc: Exception, **detail: Any) -> HTTPException:
+    """The 409 of a race lost or a state moved on (someone decided or claimed first; not awaiting
+    review): ``{"code": code, "message": str(exc), **detail}``, datetimes as ISO 8601.
+
+    :param code: what happened first (``already_decided``, ``claimed``, ``not_awaiting_review``).
+    :param exc: the error; its message is the body's ``message``.
+    :param detail: the rest of the body (who, when, the item's status), in this order.
+    """
+    body: dict[str, Any] = {"code": code, "message": str(exc)}
+    body.update((k, v.isoformat() if isinstance(v, datetime) else v) for k, v in detail.items())
+    return HTTPException(status.HTTP_409_CONFLICT, body)
+
+
 def workflow_of(item_id: str) -> str:
     """The workflow named by an item id (``<workflow>:<business key>``); 404 for a malformed id."""
     workflow, sep, key = item_id.partition(":")
@@ -295,21 +308,11 @@ def create_router() -> APIRouter:
         except UnknownItem as exc:
             raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None
         except DecisionConflict as exc:
-            raise HTTPException(
-                status.HTTP_409_CONFLICT,
-                {
-                    "code": "already_decided",
-                    "message": str(exc),
-                    "status": exc.status,
-                    "decided_by": exc.decided_by,
-                    "decided_at": exc.decided_at.isoformat(),
-                },
+            raise conflict(
+                "already_decided", exc, status=exc.status, decided_by=exc.decided_by, decided_at=exc.decided_at
             ) from None
         except NotAwaitingReview as exc:
-            raise HTTPException(
-                status.HTTP_409_CONFLICT,
-                {"code": "not_awaiting_review", "message": str(exc), "status": exc.status},
-            ) from None
+            raise conflict("not_awaiting_review", exc, status=exc.status) from None
         except (InvalidDecision, ValueError) as exc:
             raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
         return DecisionOut(

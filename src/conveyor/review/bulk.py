@@ -99,10 +99,12 @@ class BulkOutcome:
         }
 
 
-def matching_ids(ledger: Ledger, where: QueueFilter, *, limit: int = MAX_BULK) -> list[str]:
-    """The ids of the items on the queue matching ``where``, oldest first (at most ``limit``)."""
-    if not where.workflows:
-        return []
+def matching_sql(where: QueueFilter, *, limit: int = MAX_BULK) -> tuple[str, list[Any]]:
+    """The query (and its parameters) selecting the ids of the queue's items matching ``where``,
+    oldest first: what :func:`matching_ids` runs (the plan tests explain it).
+
+    :raises InvalidDecision: a status that is not a review status.
+    """
     statuses = REVIEW_VALUES if where.status is None else list(as_statuses(where.status))
     outside = [s for s in statuses if s not in REVIEW_STATUSES]
     if outside:
@@ -114,6 +116,14 @@ def matching_ids(ledger: Ledger, where: QueueFilter, *, limit: int = MAX_BULK) -
         params.append(where.run_id)
     query += " ORDER BY updated_at, item_id LIMIT %s"
     params.append(limit)
+    return query, params
+
+
+def matching_ids(ledger: Ledger, where: QueueFilter, *, limit: int = MAX_BULK) -> list[str]:
+    """The ids of the items on the queue matching ``where``, oldest first (at most ``limit``)."""
+    if not where.workflows:
+        return []
+    query, params = matching_sql(where, limit=limit)
     with ledger.connect() as conn:
         return [r[0] for r in conn.execute(query, params).fetchall()]  # type: ignore[arg-type]
 

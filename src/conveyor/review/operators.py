@@ -5,8 +5,12 @@ shows in the Airflow UI and the REST API, the task waits in ``awaiting_input`` h
 slot) with what a sign-off needs to mean something:
 
 * **the prompt says what is signed off**: the run's items by status, how many the sign-off
-  approves, and a preview of the report itself (the ``preview=`` publish step's own rendering of
-  the items waiting for the sign-off, written nowhere, shown in the prompt's body);
+  approves, and a link to a preview of the report itself: the ``preview=`` publish step's own
+  rendering of the items waiting for the sign-off (every output file, e.g. ``.md`` and ``.html``),
+  published nowhere, stored in the ledger for this run and task (:mod:`conveyor.review.previews`;
+  a retry or clear replaces it) and served by the Conveyor app behind Airflow's login, at a link
+  under ``[api] base_url`` so it opens from the Airflow UI's Required Actions view; the body keeps
+  the counts and the first lines of the Markdown rendering;
 * **Reject fails the run**: the task fails (no retry) with who rejected and why (the optional
   ``reason`` the person enters) in the error, so nothing downstream is approved or published, the
   run is red, and the task's failure callback tells a person (``alert_on_failure``, Conveyor's
@@ -35,12 +39,24 @@ from airflow.providers.standard.operators.hitl import HITLOperator
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
+    from conveyor.review.previews import Preview
     from conveyor.workflow import Workflow
 
 APPROVE = "Approve"
 REJECT = "Reject"
-#: The prompt's body is cut after this many characters of preview (the UI shows it as Markdown).
-PREVIEW_CHARS = 20_000
+#: The prompt's body shows at most this many lines / characters of the Markdown preview; the whole
+#: report (every file) is on the preview page it links to.
+EXCERPT_LINES = 12
+EXCERPT_CHARS = 1_500
+
+
+def _base_url() -> str:
+    """Airflow's ``[api] base_url`` (empty when unset: the link is then relative to the UI's server)."""
+    try:
+        from airflow.sdk.configuration import conf
+    except ImportError:  # pragma: no cover - older Task SDKs
+        from airflow.configuration import conf
+    return conf.get("api", "base_url", fallback="") or ""
 
 
 class SignOffRejected(Exception):
@@ -56,7 +72,8 @@ class SignOffOperator(HITLOperator):
     :param status: the status of the items the sign-off approves (counted in the prompt; the
         preview renders them).
     :param preview: the task id of a :class:`~conveyor.effects.publish.PublishOperator` of this DAG
-        whose report is previewed in the prompt (None: no preview).
+        whose report is previewed: every output stored for this run and task, linked from the
+        prompt, its Markdown's first lines quoted in it (None: no preview).
     :param response_timeout: how long to wait for the person (then the task fails: nobody signed).
     :param conn_id: the Airflow connection of the ledger (default ``[conveyor] ledger_conn_id``).
     :param kwargs: the rest of ``HITLOperator``'s arguments (``assigned_users``, ``notifiers``...).
@@ -127,27 +144,57 @@ class SignOffOperator(HITLOperator):
             "Approve to let the run go on; Reject stops it (nothing is approved or published) and tells a person."
         )
         if self.preview:
-            lines += ["", "---", "", *self._preview_lines(context)]
+            lines += ["", "---", "", *self._preview_lines(context, ledger, waiting)]
         return "\n".join(lines)
 
-    def _preview_lines(self, context: Context) -> list[str]:
+    def _preview_lines(self, context: Context, ledger: Any, items: int) -> list[str]:
+        """Render the preview step's report, store all of it for the preview page, and return the
+        prompt's lines about it: links to every stored file and a short excerpt."""
         from conveyor.effects.publish import PublishOperator
+        from conveyor.ledger.actors import task_actor
+        from conveyor.review.previews import Preview, SignOffPreviews
 
+        store = SignOffPreviews(ledger)
+        key = (self.workflow, context["run_id"], self.task_id)
         dag = getattr(context["ti"].task, "dag", None)
         if dag is None or not dag.has_task(self.preview):
-            return [f"(no preview: task {self.preview!r} is not in this DAG)"]
-        step = dag.get_task(self.preview)
-        if not isinstance(step, PublishOperator):
-            return [f"(no preview: task {self.preview!r} is not a PublishOperator)"]
-        try:
-            outputs = step.preview(context, status=self.status)
-        except Exception as exc:  # the prompt still goes out: the person must know why there is none
-            return [f"**No preview:** {exc}"]
-        name = next((n for n in outputs if n.endswith((".md", ".txt"))), next(iter(outputs)))
-        text = outputs[name]
-        if len(text) > PREVIEW_CHARS:
-            text = text[:PREVIEW_CHARS] + f"\n\n… (preview cut at {PREVIEW_CHARS:,} of {len(text):,} characters)"
-        return [f"**Preview of the report** (`{name}`, as `{self.preview}` will publish it):", "", text]
+            why = f"task {self.preview!r} is not in this DAG"
+        elif not isinstance(step := dag.get_task(self.preview), PublishOperator):
+            why = f"task {self.preview!r} is not a PublishOperator"
+        else:
+            try:
+                outputs = step.preview(context, status=self.status)
+            except Exception as exc:  # the prompt still goes out: the person must know why there is none
+                why = str(exc)
+            else:
+                preview = Preview(*key, source_task=self.preview, files=outputs, items=items,
+                                  rendered_by=task_actor(context))
+                store.save([preview])
+                return self._preview_summary(preview, _base_url())
+        store.discard([key])  # an earlier try's preview must not stand for this one
+        return [f"**No preview:** {why}"]
+
+    def _preview_summary(self, preview: Preview, base_url: str) -> list[str]:
+        """The prompt's lines about a stored preview: its links, counts and a short excerpt."""
+        from conveyor.review.previews import preview_url
+
+        links = " · ".join(
+            f"[{name}]({preview_url(base_url, *preview.key, name)}) ({len(text):,} characters)"
+            for name, text in preview.files.items()
+        )
+        main_url = preview_url(base_url, *preview.key, preview.main_file())
+        lines = [
+            f"**[Open the report preview]({main_url})** as `{self.preview}` will publish it: "
+            f"{preview.items} item(s), {len(preview.files)} file(s): {links}.",
+        ]
+        name = next((n for n in preview.files if n.endswith((".md", ".txt"))), None)
+        if name:
+            text = preview.files[name].strip()
+            excerpt = "\n".join(text.splitlines()[:EXCERPT_LINES])[:EXCERPT_CHARS]
+            more = " (the rest on the preview page)" if len(excerpt) < len(text) else ""
+            quoted = [f"> {line}".rstrip() for line in excerpt.splitlines()]  # set apart from the prompt
+            lines += ["", f"Start of `{name}`{more}:", "", *quoted]
+        return lines
 
     # -- the answer --------------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ ROUTER_FACTORIES: list[str] = [
     "conveyor.review.api:create_router",
     "conveyor.review.work_api:create_router",
     "conveyor.review.page:create_router",
+    "conveyor.review.preview_page:create_router",
     "conveyor.monitoring.api:create_router",
 ]
 

@@ -23,7 +23,7 @@ from fastapi import APIRouter, Depends, HTTPException, status
 from pydantic import BaseModel, Field
 
 from conveyor.ledger.errors import UnknownItem
-from conveyor.review.api import ClaimOut, QueueDep, require_json, workflow_of
+from conveyor.review.api import ClaimOut, QueueDep, conflict, require_json, workflow_of
 from conveyor.review.auth import CurrentUser, permitted_workflows, require_dag_access
 from conveyor.review.bulk import BULK_ACTIONS, QueueFilter
 from conveyor.review.claims import ClaimHeld, ReviewClaims
@@ -119,15 +119,9 @@ def create_router() -> APIRouter:
         except UnknownItem as exc:
             raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None
         except ClaimHeld as exc:
-            raise HTTPException(
-                status.HTTP_409_CONFLICT,
-                {
-                    "code": "claimed",
-                    "message": str(exc),
-                    "reviewer": exc.claim.reviewer,
-                    "claimed_at": exc.claim.claimed_at.isoformat(),
-                    "expires_at": exc.claim.expires_at.isoformat(),
-                },
+            held = exc.claim
+            raise conflict(
+                "claimed", exc, reviewer=held.reviewer, claimed_at=held.claimed_at, expires_at=held.expires_at
             ) from None
         return ClaimOut(**held.__dict__, mine=True)
 

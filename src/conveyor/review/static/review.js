@@ -162,7 +162,10 @@
   // The columns: the context the run tab already shows (workflow, run) is left out. One row per item,
   // narrow enough for the run's tab: the item (key, status, age, claim), its workflow's card fields
   // (one column each when the page holds one workflow, label/value pairs otherwise), and why it waits
-  // (the checks in plain words, the model's long answers, the confidence).
+  // (the checks in plain words, the model's long answers, the confidence). A column that can be empty
+  // says how to tell (filled); one empty on every row of the page is left out, so it takes no width
+  // from the others (quarantined rows have no model category or confidence, for one).
+  const hasValue = (field) => Boolean(field) && field.value !== null && field.value !== undefined && field.value !== "";
   function columns() {
     const workflows = new Set(state.items.map((i) => i.workflow));
     const single = Boolean(state.workflow) || workflows.size <= 1;
@@ -172,13 +175,13 @@
       for (const [n, field] of ((first && first.card) || []).entries()) {
         if (field.kind === "long") continue;
         const numeric = ["amount", "number", "percent"].indexOf(field.kind) >= 0;
-        cols.push({ head: field.label, cls: numeric ? "num" : "", card: n });
+        cols.push({ head: field.label, cls: numeric ? "num" : "", card: n, filled: (item) => hasValue((item.card || [])[n]) });
       }
     } else {
-      cols.push({ head: "Card", cls: "card", card: "all" });
+      cols.push({ head: "Card", cls: "card", card: "all", filled: (item) => (item.card || []).some(hasValue) });
     }
     cols.push({ head: "Why it waits", cls: "checks" });
-    return { cols, single };
+    return { cols: cols.filter((c) => !c.filled || state.items.some(c.filled)), single };
   }
 
   function renderQueue() {

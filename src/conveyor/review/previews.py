@@ -1,0 +1,149 @@
+"""Sign-off previews: the full report a sign-off approves, stored for the page its prompt links to.
+
+When a :class:`~conveyor.review.operators.SignOffOperator` with ``preview=`` runs, it renders the
+publish step's outputs for the items it approves (every file: ``report.md``, ``report.html``...)
+and stores them here, one row per (workflow, run id, sign-off task) in
+``conveyor.signoff_previews`` (migration 0014). A retry or a clear of the task replaces the row.
+The Conveyor app serves a stored file at :func:`preview_path` (see
+:mod:`conveyor.review.preview_page`), and the prompt's body links there, under Airflow's
+``[api] base_url``, so the link works from the Airflow UI's Required Actions view.
+
+A preview is not item data: it has no audit row (the sign-off's answer is Airflow's HITL record).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from urllib.parse import quote
+
+from conveyor.ledger.store import Ledger
+
+#: Where the Conveyor app serves a sign-off preview, under the API server's base URL.
+PREVIEW_ROUTE = "/conveyor/review/signoff"
+
+
+@dataclass(frozen=True)
+class Preview:
+    """The rendered report of one sign-off task of one run.
+
+    :param workflow: the workflow (the DAG id).
+    :param run_id: the DAG run.
+    :param task_id: the sign-off task.
+    :param source_task: the publish step whose rendering it is.
+    :param files: output file name -> text, in the publish step's order.
+    :param items: how many items the sign-off approves (the preview renders them).
+    :param rendered_by: the task attempt that stored it (``<dag>.<task>#<try>``).
+    :param rendered_at: when (set by the ledger).
+    """
+
+    workflow: str
+    run_id: str
+    task_id: str
+    source_task: str
+    files: Mapping[str, str]
+    items: int
+    rendered_by: str | None = None
+    rendered_at: datetime | None = field(default=None, compare=False)
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.workflow, self.run_id, self.task_id)
+
+    def main_file(self) -> str:
+        """The file the prompt links first: the HTML rendering if there is one, else the first."""
+        return next((n for n in self.files if is_html(n)), next(iter(self.files)))
+
+
+def is_html(name: str) -> bool:
+    """Whether a file is served as HTML (by its extension)."""
+    return name.lower().endswith((".html", ".htm"))
+
+
+def preview_path(workflow: str, run_id: str, task_id: str, name: str) -> str:
+    """The path of one stored file of a preview in the Conveyor app (below the server's base URL)."""
+    parts = (workflow, run_id, task_id, name)
+    return PREVIEW_ROUTE + "".join("/" + quote(p, safe="") for p in parts)
+
+
+def preview_url(base_url: str | None, workflow: str, run_id: str, task_id: str, name: str) -> str:
+    """The link to one stored file under Airflow's ``[api] base_url`` (relative when it is unset).
+
+    :param base_url: ``[api] base_url`` (``http://host:8080`` or ``http://host/airflow``); None or
+        empty gives a path from the server's root, which the Airflow UI resolves against itself.
+    """
+    return (base_url or "").rstrip("/") + preview_path(workflow, run_id, task_id, name)
+
+
+class SignOffPreviews:
+    """The stored sign-off previews, over one ledger.
+
+    :param ledger: the item ledger.
+    """
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+
+    def save(self, previews: Sequence[Preview]) -> int:
+        """Store ``previews`` in one statement, each replacing the one of the same sign-off task of
+        the same run (a retry or a clear); returns how many were written.
+        """
+        latest = {p.key: p for p in previews}  # one row per key: the last given wins
+        if not latest:
+            return 0
+        rows = [
+            {
+                "workflow": p.workflow,
+                "run_id": p.run_id,
+                "task_id": p.task_id,
+                "source_task": p.source_task,
+                "files": [{"name": n, "text": t} for n, t in p.files.items()],
+                "items": p.items,
+                "rendered_by": p.rendered_by,
+            }
+            for p in latest.values()
+        ]
+        with self.ledger.connect() as conn:
+            return conn.execute(
+                "INSERT INTO conveyor.signoff_previews AS p"
+                " (workflow, run_id, task_id, source_task, files, items, rendered_by, rendered_at)"
+                " SELECT workflow, run_id, task_id, source_task, files, items, rendered_by, now()"
+                " FROM jsonb_to_recordset(%s::jsonb) AS r(workflow text, run_id text, task_id text,"
+                " source_task text, files jsonb, items integer, rendered_by text)"
+                " ON CONFLICT (workflow, run_id, task_id) DO UPDATE SET source_task = EXCLUDED.source_task,"
+                " files = EXCLUDED.files, items = EXCLUDED.items, rendered_by = EXCLUDED.rendered_by,"
+                " rendered_at = EXCLUDED.rendered_at",
+                (json.dumps(rows, ensure_ascii=False, separators=(",", ":")),),
+            ).rowcount
+
+    def discard(self, keys: Sequence[tuple[str, str, str]]) -> int:
+        """Remove the previews of these (workflow, run id, task id): a preview that could not be
+        rendered this time must not leave the last one standing. Returns how many were removed."""
+        if not keys:
+            return 0
+        workflows, run_ids, task_ids = (list(column) for column in zip(*keys, strict=True))
+        with self.ledger.connect() as conn:
+            return conn.execute(
+                "DELETE FROM conveyor.signoff_previews p USING unnest(%s::text[], %s::text[], %s::text[])"
+                " AS k(workflow, run_id, task_id)"
+                " WHERE p.workflow = k.workflow AND p.run_id = k.run_id AND p.task_id = k.task_id",
+                (workflows, run_ids, task_ids),
+            ).rowcount
+
+    def get(self, workflow: str, run_id: str, task_id: str) -> Preview | None:
+        """The stored preview of a sign-off task of a run (looked up by key), or None."""
+        with self.ledger.connect() as conn:
+            row = conn.execute(
+                "SELECT source_task, files, items, rendered_by, rendered_at FROM conveyor.signoff_previews"
+                " WHERE workflow = %s AND run_id = %s AND task_id = %s",
+                (workflow, run_id, task_id),
+            ).fetchone()
+        if row is None:
+            return None
+        source_task, files, items, rendered_by, rendered_at = row
+        return Preview(
+            workflow, run_id, task_id, source_task, {f["name"]: f["text"] for f in files}, items,
+            rendered_by, rendered_at,
+        )

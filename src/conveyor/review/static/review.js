@@ -29,6 +29,7 @@
     fromList: false,
     decided: new Set(),
     canDecide: new Map(),
+    compact: false,  // the card fields in one column: the page is too narrow for one column each
   };
   const metrics = { decisions: [], errors: 0 };
   window.__conveyorReview = metrics;
@@ -134,6 +135,7 @@
       state.page = page;
       state.items = fresh;
       renderWorkflows(page.workflows);
+      state.compact = false;  // this page's columns may fit where the last page's did not
       renderQueue();
       const index = state.items.findIndex((i) => i.item_id === state.current);
       if (index >= 0) moveCursor(index);
@@ -170,7 +172,7 @@
     const workflows = new Set(state.items.map((i) => i.workflow));
     const single = Boolean(state.workflow) || workflows.size <= 1;
     const cols = [{ head: "", cls: "pick" }, { head: "Item", cls: "key" }];
-    if (single) {
+    if (single && !state.compact) {
       const first = state.items.find((i) => i.card && i.card.length);
       for (const [n, field] of ((first && first.card) || []).entries()) {
         if (field.kind === "long") continue;
@@ -186,12 +188,20 @@
 
   function renderQueue() {
     const { cols, single } = columns();
+    $("queue").classList.toggle("compact", state.compact);
     const headRow = $("queue").tHead.rows[0];
     clear(headRow);
     for (const c of cols) headRow.appendChild(el("th", c.head, c.cls === "num" ? "num" : ""));
     const body = $("queue").tBodies[0];
     clear(body);
     state.items.forEach((item, index) => body.appendChild(queueRow(item, index, cols, single)));
+    // Too wide for its panel (the run's tab beside Airflow's grid, a narrow window): one column per
+    // card field would push "Why it waits" out of sight, so the card fields share one column.
+    if (!state.compact && $("queue").scrollWidth > $("queue-panel").clientWidth + 1) {
+      state.compact = true;
+      renderQueue();
+      return;
+    }
     const page = state.page;
     const last = page.offset + page.items.length;
     const summary = $("queue-summary");
@@ -232,7 +242,7 @@
       } else if (c.card === "all") {
         const pairs = el("div", null, "card-pairs");
         for (const field of item.card || []) {
-          if (field.kind === "long") continue;
+          if (field.kind === "long" || !hasValue(field)) continue;  // an empty pair says nothing
           const pair = el("span", null, "pair");
           pair.append(el("span", field.label, "muted"), document.createTextNode(" "), cardValue(field));
           pairs.appendChild(pair);
@@ -254,7 +264,7 @@
         td.appendChild(line);
         const checks = item.checks && item.checks.length ? item.checks : [item.reason || ""];
         for (const text of checks) td.appendChild(el("div", text));
-        if (single) {
+        if (single && !state.compact) {
           for (const field of item.card || []) {
             if (field.kind === "long" && field.value) td.appendChild(el("div", field.label + ": " + field.value, "long"));
           }
@@ -703,6 +713,11 @@
     $("bulk-reject").addEventListener("click", () => askReason("Reject " + $("bulk-count").textContent + ": why?", (why) => decideBulk("reject", why)));
     $("bulk-clear").addEventListener("click", () => { state.picked.clear(); state.allMatching = false; renderQueue(); });
     document.addEventListener("keydown", onKey);
+    let resizing = 0;
+    window.addEventListener("resize", () => {
+      window.clearTimeout(resizing);
+      resizing = window.setTimeout(() => { if (state.page) { state.compact = false; renderQueue(); moveCursor(state.cursor); } }, 200);
+    });
     const wanted = params.get("item");
     if (wanted) { state.current = wanted; openItem(wanted); }
     loadQueue();

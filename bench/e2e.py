@@ -4,9 +4,9 @@ The supplier-exception workflow (``conveyor_examples``, built on ``conveyor.__al
 generated extract of N rows (default 100k), with the embedded model, against a scratch ledger:
 
 1. gate (``GateRunner``: validation, items received and routed in one write);
-2. review of the quarantined rows by a scripted reviewer (single ``ReviewQueue.decide`` calls);
+2. review of the quarantined rows by a scripted reviewer (one bulk decision by filter);
 3. AI step (``run_step``, embedded classifier + drafter);
-4. review of the doubtful drafts (single decisions: approve);
+4. review of the doubtful drafts (one bulk approval by filter);
 5. ``PromoteItemsOperator.execute()`` (ai_processed -> approved);
 6. ``PublishOperator.execute()`` (the report from the example's template; approved -> published).
 
@@ -83,15 +83,17 @@ def gate(path: Path, run_id: str, *, batch_checks: bool = True) -> dict:
 
 
 def review(run_id: str, status: str, action: str) -> dict:
+    """The scripted reviewer: one bulk decision by filter ("all matching" on the page, or
+    ``POST /conveyor/api/review/decisions`` with a filter): each item its own guarded move and audit row."""
     from conveyor.ledger import Ledger
+    from conveyor.review.bulk import QueueFilter
     from conveyor.review.review_queue import ReviewQueue
 
-    ledger = Ledger()
-    queue = ReviewQueue(ledger)
-    ids = ledger.item_ids(workflow=WF, run_id=run_id, status=status)
-    for item_id in ids:
-        queue.decide(item_id, action, reviewer="bench", comment="scripted")
-    return {"decided": len(ids)}
+    outcome = ReviewQueue(Ledger()).decide_many(
+        None, action, reviewer="bench", comment="scripted", where=QueueFilter(workflows=[WF], run_id=run_id,
+                                                                              status=status)
+    )  # fmt: skip
+    return {"decided": len(outcome.decided)}
 
 
 def ai(run_id: str) -> dict:
@@ -256,7 +258,8 @@ def main() -> None:
         print(f"ledger at the end: {counts}")
         print(f"tasks' own time {own:.1f} s for {published:,} items published = {rate:,.0f} items/s; "
               f"scripted reviewer {people:.1f} s for "
-              f"{results['review_inputs']['decided'] + results['review_drafts']['decided']:,} single decisions "
+              f"{results['review_inputs']['decided'] + results['review_drafts']['decided']:,} decisions in 2 bulk "
+              "calls "
               f"(reported apart)")  # fmt: skip
         print(f"RATIO e2e_items_per_s/10k = {rate / 10_000:.2f}  (goal >= 1)")
         print(f"RATIO peak_rss_per_task/1.5GB = {peak / 1536:.2f}  (goal <= 1; max {peak:.0f} MB)")

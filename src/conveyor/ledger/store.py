@@ -678,8 +678,9 @@ class Ledger:
     ) -> list[Item]:
         """Items matching every filter given, newest first."""
         query, params = items_query(workflow=workflow, run_id=run_id, status=status, limit=limit, offset=offset)
-        with self.connect() as conn, conn.cursor(row_factory=dict_row) as cur:
-            return [Item(**row) for row in cur.execute(query, params).fetchall()]  # type: ignore[arg-type]
+        # Plain tuples in ITEM_COLUMNS order: a dict per row costs a tenth of a 100k-item read.
+        with self.connect() as conn:
+            return [Item(*row) for row in conn.execute(query, params).fetchall()]  # type: ignore[arg-type]
 
     def count_by_status(self, *, workflow: str | None = None, run_id: str | None = None) -> dict[str, int]:
         where, params = _filters(workflow, run_id, None)

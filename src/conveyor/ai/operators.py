@@ -24,7 +24,7 @@ chunks of the run's items from the ledger until none is left)::
         model="conveyor_llm",
         pool="conveyor_llm",
         max_concurrency=8,                   # per shard
-    ).expand(shard=range(4))
+    ).expand(shard=list(range(4)))        # a list: Airflow would expand a range() as its text
 """
 
 from __future__ import annotations
@@ -105,7 +105,8 @@ class AIStepOperator(LedgerStepOperator):
         again on its own. See :mod:`conveyor.ai.batching` for the trade-off.
     :param shard: None (the default): this task instance processes every waiting item of the run,
         as a list read at the start. Anything else (usually given by dynamic task mapping,
-        ``AIStepOperator.partial(...).expand(shard=range(4))``) makes the task one of several
+        ``AIStepOperator.partial(...).expand(shard=list(range(4)))``; pass a list, Airflow 3.3
+        serialises a ``range`` to its text and would map over its characters) makes the task one of several
         shards of the step: it claims chunks of ``batch_size`` waiting items from the ledger
         (``FOR UPDATE SKIP LOCKED`` plus a lease of ``lease_seconds``, renewed while the chunk is
         worked on) until none is left, so N shards on N workers share the run's items, each item

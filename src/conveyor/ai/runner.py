@@ -22,19 +22,15 @@ For one workflow run and one :class:`~conveyor.ai.definitions.AITask`:
    with a message that says so.
 
 Sharded (``StepConfig.holder`` set: one of several mapped task instances over the same run), step
-1 changes: instead of listing every waiting item, the runner claims its chunks one at a time
-from the ledger (:meth:`~conveyor.ledger.Ledger.claim_chunk`: ``FOR UPDATE SKIP LOCKED`` plus a
-lease that outlives the claim, renewed while the chunk is worked on, released once its items
-moved). When nothing is left to claim but siblings still hold live leases on waiting items, it
-polls until they moved or their leases expired (a killed sibling's chunk is taken over), so the
-step's items are all done when the last shard ends. Counts and ``max_failure_rate`` are per shard.
+1 changes: the chunks come one at a time from the ledger, claimed with a lease
+(:class:`~conveyor.ai.sharding.ShardClaims`), instead of a list read at the start; a chunk's
+leases are released once its items moved. Counts and ``max_failure_rate`` are per shard.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -48,6 +44,7 @@ from conveyor.ai.definitions import AITask, InputError, ItemView
 from conveyor.ai.errors import AIStepFailed, BreakerOpen, ModelCallError
 from conveyor.ai.models.base import ModelInput, Prediction, StepModel
 from conveyor.ai.retries import RetryPolicy
+from conveyor.ai.sharding import ShardClaims
 from conveyor.ledger.leases import Holder
 from conveyor.ledger.statuses import Status
 from conveyor.ledger.store import ItemUpdate, Ledger
@@ -153,7 +150,19 @@ class AIStepRunner:
         self.deferred: dict[str, ItemUpdate] = {}
         self._pending_cache: dict[str, dict[str, CachedAnswer]] = {}
         self._cache_owner: dict[str, str] = {}
-        self._stopping = threading.Event()
+        self.claims: ShardClaims | None = None
+        if config.holder is not None:
+            self.claims = ShardClaims(
+                ledger,
+                workflow=config.workflow,
+                run_id=config.run_id,
+                status=config.from_status,  # type: ignore[arg-type]
+                step=config.step,  # type: ignore[arg-type]
+                holder=config.holder,
+                batch_size=config.batch_size,
+                lease_seconds=config.lease_seconds,
+                poll_interval=config.sibling_poll_interval,
+            )
 
     # -- models ------------------------------------------------------------------------------
 
@@ -199,41 +208,6 @@ class AIStepRunner:
                 (list(item_ids), self.config.workflow, self.config.from_status),
             ).fetchall()
         return [ItemView(item_id=r[0], payload=r[1], ai_result=r[2]) for r in rows]
-
-    def _claim(self) -> list[ItemView] | None:
-        """Sharded: the next claimed chunk's items, or None when the run has nothing left for this
-        shard (waits while siblings' live leases keep waiting items; see the module doc)."""
-        c = self.config
-        assert c.holder is not None
-        where = dict(workflow=c.workflow, run_id=c.run_id, status=c.from_status, step=c.step, holder=c.holder)
-        while not self._stopping.is_set():
-            claim = self.ledger.claim_chunk(**where, limit=c.batch_size, lease_seconds=c.lease_seconds)  # type: ignore[arg-type]
-            if claim.item_ids:
-                self.stats["claimed"] += len(claim.item_ids)
-                views = self._load(claim.item_ids)
-                if views:
-                    return views
-                continue  # all moved meanwhile (a sibling's late commit): claim again
-            if claim.picked:
-                continue  # a sibling's lease, committed meanwhile, won them: the next look sees it
-            if not self.ledger.leased_elsewhere(**where):  # type: ignore[arg-type]
-                return None
-            self._stopping.wait(c.sibling_poll_interval)
-        return None
-
-    def _renew(self) -> None:
-        c = self.config
-        assert c.holder is not None
-        self.ledger.renew_leases(c.step, c.holder, c.lease_seconds)  # type: ignore[arg-type]
-
-    async def _keep_leases(self) -> None:
-        """Renew this attempt's leases every third of their length while the step runs."""
-        while True:
-            await asyncio.sleep(self.config.lease_seconds / 3)
-            try:
-                await asyncio.to_thread(self._renew)
-            except Exception as exc:  # a missed renewal costs at most a sibling's repeat of a chunk
-                log.warning("Could not renew the step's leases: %s", exc)
 
     def _render(self, views: Sequence[ItemView], hashed: bool) -> tuple[dict[str, ModelInput], dict[str, str]]:
         """Each item's model input, or why it cannot have one."""
@@ -447,10 +421,8 @@ class AIStepRunner:
                     len(result.not_moved),
                     list(result.not_moved)[:5],
                 )
-        if c.holder is not None:  # moved (or raced): no sibling would claim them, the lease is moot
-            done = [*outcome.passed, *outcome.review]
-            if done:
-                self.ledger.release_leases(c.step, c.holder, done)  # type: ignore[arg-type]
+        if self.claims is not None:  # moved (or raced): no sibling would claim them, the lease is moot
+            self.claims.release([*outcome.passed, *outcome.review])
 
     # -- the run -----------------------------------------------------------------------------
 
@@ -460,12 +432,13 @@ class AIStepRunner:
         started = time.monotonic()
         ids: list[str] | None = None
         first: list[ItemView] | None = None
-        if c.holder is None:
+        claims = self.claims
+        if claims is None:
             ids = await asyncio.to_thread(
                 self.ledger.item_ids, workflow=c.workflow, run_id=c.run_id, status=c.from_status
             )
         else:
-            first = await asyncio.to_thread(self._claim)
+            first = await asyncio.to_thread(claims.next_chunk, self._load)
         if not ids and first is None:
             counts = await asyncio.to_thread(
                 self.ledger.count_by_status, workflow=c.workflow, run_id=c.run_id
@@ -482,7 +455,7 @@ class AIStepRunner:
                 "No items of run %s wait in %r%s (already processed: %s).",
                 c.run_id,
                 c.from_status,
-                "" if c.holder is None else " for this shard (its siblings took them)",
+                "" if claims is None else " for this shard (its siblings took them)",
                 counts,
             )
             return self.summary(started)
@@ -506,14 +479,16 @@ class AIStepRunner:
             return first
 
         def read(n: int) -> asyncio.Task[list[ItemView] | None] | None:
-            if ids is None:  # sharded: the next chunk is whatever the ledger hands this shard
-                return asyncio.create_task(claimed_first() if n == 0 else asyncio.to_thread(self._claim))
+            if claims is not None:  # sharded: the next chunk is whatever the ledger hands this shard
+                return asyncio.create_task(
+                    claimed_first() if n == 0 else asyncio.to_thread(claims.next_chunk, self._load)
+                )
             return asyncio.create_task(asyncio.to_thread(self._load, chunks[n])) if n < len(chunks) else None
 
         # The next chunk is read while this one is answered, judged and committed: the ledger's
         # round trip and the payloads' JSON parsing overlap the model's work.
         loading = read(0)
-        renewing = asyncio.create_task(self._keep_leases()) if c.holder is not None else None
+        renewing = asyncio.create_task(claims.keep()) if claims is not None else None
         number = 0
         try:
             while loading is not None:
@@ -550,9 +525,10 @@ class AIStepRunner:
                     breaker = outcome.breaker
                     break
         finally:
-            self._stopping.set()
+            if claims is not None:
+                claims.stop()
             if loading is not None:  # stopped early: the read ahead is not needed
-                if c.holder is None:
+                if claims is None:
                     loading.cancel()
                 # Sharded, the claim's thread is let finish (it stops at once), so that its leases
                 # are released below rather than left to expire.
@@ -580,8 +556,8 @@ class AIStepRunner:
                 )
             return await self._finish(started)
         finally:
-            if c.holder is not None:  # what is left (deferred items, a stopped claim) is free again
-                await asyncio.to_thread(self.ledger.release_leases, c.step, c.holder)  # type: ignore[arg-type]
+            if claims is not None:  # what is left (deferred items, a stopped claim) is free again
+                await asyncio.to_thread(claims.release)
 
     def _tally(self, outcome: _Outcome) -> None:
         self.stats["passed"] += len(outcome.passed)
@@ -644,7 +620,7 @@ class AIStepRunner:
             "cache_hits": self.stats["cache_hits"],
             "fallback_used": self.stats["fallback"],
             "raced": self.stats["raced"],
-            **({} if c.holder is None else {"shard": c.shard, "claimed": self.stats["claimed"]}),
+            **({} if self.claims is None else {"shard": c.shard, "claimed": self.claims.claimed}),
             "seconds": round(time.monotonic() - started, 3),
             **extra,
         }

@@ -106,8 +106,8 @@ class AIStepOperator(LedgerStepOperator):
     :param shard: None (the default): this task instance processes every waiting item of the run,
         as a list read at the start. Anything else (usually given by dynamic task mapping,
         ``AIStepOperator.partial(...).expand(shard=list(range(4)))``; pass a list, Airflow 3.3
-        serialises a ``range`` to its text and would map over its characters) makes the task one of several
-        shards of the step: it claims chunks of ``batch_size`` waiting items from the ledger
+        serialises a ``range`` to its text and would map over its characters) makes the task one
+        of several shards of the step: it claims chunks of ``batch_size`` waiting items from the ledger
         (``FOR UPDATE SKIP LOCKED`` plus a lease of ``lease_seconds``, renewed while the chunk is
         worked on) until none is left, so N shards on N workers share the run's items, each item
         answered once. The value only labels the shard (in the summary and logs); the lease holder
@@ -117,7 +117,9 @@ class AIStepOperator(LedgerStepOperator):
         while siblings hold live leases on waiting items (their chunk may be lost with them), then
         succeeds with zero items; a run with no items at all still fails. Counts, the XCom summary
         and ``max_failure_rate`` are per shard: each shard judges the items it handled (a shard
-        above the rate fails alone and its retry sees its items again; the others stand). Each
+        above the rate fails alone, the items whose calls kept failing waiting for its retry or
+        a sibling; what the other shards did stands). Per shard, not per step, because a shard
+        cannot know its siblings' outcome when it ends, and one bad chunk fails one shard only. Each
         shard is a task instance of its own: ``max_concurrency`` bounds its own requests, and the
         ``pool`` (e.g. ``conveyor_llm``) and ``max_active_tis_per_dagrun`` bound how many shards
         run at once.

@@ -12,7 +12,7 @@ The rate is items / (the last shard's end - the first shard's start), from the t
 start and end dates (Celery hand-off and task start-up included, queueing before the start not).
 Both runs check that the model-call count equals the items and that no item was asked twice.
 
-Run: ``.venv/bin/python bench/ai_shards_stack.py [--items 1200] [--latency 0.15]``
+Run: ``.venv/bin/python bench/ai_shards_stack.py [--items 2400] [--latency 0.15]``
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def report(r: dict[str, Any]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--items", type=int, default=1200)
+    parser.add_argument("--items", type=int, default=2400)
     parser.add_argument("--latency", type=float, default=0.15)
     args = parser.parse_args()
     server = LLMServer()

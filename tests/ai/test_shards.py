@@ -134,3 +134,25 @@ def test_a_shard_that_finds_nothing_left_succeeds_a_run_without_items_fails(ledg
 
     outcome, message = Worker("nothing", shard=0, **PARAMS).start().result()
     assert outcome == "failed" and "has no items in the ledger at all" in message
+
+
+def test_a_shard_never_claims_back_the_items_it_deferred_and_lets_them_go_when_it_fails(ledger, llm):
+    """Items whose calls kept failing stay waiting, under the failing attempt's own lease: the
+    attempt must not hand them to itself again (a loop), and must release them when it ends."""
+    preload()
+    rows = exception_rows(10)
+    keys = [r["exception_id"] for r in rows]
+    seed_exceptions(ledger, "r1", rows)
+    llm.configure(fail_all="500")
+    params = {**PARAMS, "max_attempts": 1, "breaker_threshold": 1000}
+
+    outcome, message = Worker("r1", shard=0, **params).start().result(timeout=60)
+
+    assert outcome == "failed" and "stay in 'validated' for the retry" in message, message
+    assert llm.stats()["calls"] == 10 and set(_asked(llm, keys).values()) == {1}  # each asked once
+    assert _leases(ledger) == []  # free for a sibling or the retry
+    assert len(ledger.item_ids(workflow=WF, run_id="r1", status="validated")) == 10
+
+    llm.configure(reset=True)
+    outcome, summary = Worker("r1", try_number=2, shard=0, **params).start().result(timeout=60)
+    assert outcome == "success" and summary["items"] == 10 and llm.stats()["calls"] == 10

@@ -64,8 +64,8 @@ def seed(ledger, run_id: str, count: int) -> None:
 
 def run_llm(ledger, server, run_id: str, count: int, batch_size: int, latency: float, **overrides) -> dict:
     """Seed ``count`` items, run the step against the server; return the measurements."""
-    from conveyor_examples.supplier_exceptions import CLASSIFY_EXCEPTION
     from conveyor.ai.runner import AIStepRunner, StepConfig
+    from conveyor_examples.supplier_exceptions import CLASSIFY_EXCEPTION
 
     seed(ledger, run_id, count)
     server.configure(latency=latency, max_concurrency=CONCURRENCY, record_prompts=False)
@@ -102,8 +102,7 @@ def raw_sdk_rate(server, count: int, latency: float) -> float:
     """Baseline: the bare OpenAI SDK client (no pydantic-ai, no ledger) against the same server."""
     import openai
 
-    from conveyor_examples.supplier_exceptions import CLASSIFY_EXCEPTION
-    from conveyor_examples.supplier_exceptions import ExceptionClassification
+    from conveyor_examples.supplier_exceptions import CLASSIFY_EXCEPTION, ExceptionClassification
 
     server.configure(latency=latency, max_concurrency=CONCURRENCY, record_prompts=False)
     client = openai.AsyncOpenAI(base_url=server.base_url, api_key="sk-bench-key", max_retries=0)
@@ -204,10 +203,9 @@ def bench_llm(ledger, count: int, batch_size: int, items_per_call: int) -> None:
 
 
 def bench_local(ledger, count: int, batch_size: int) -> None:
-    from conveyor_examples.supplier_exceptions import CLASSIFY_EXCEPTION
     from conveyor.ai.models.base import ModelInput
-    from conveyor_examples.supplier_exceptions import exception_model
     from conveyor.ai.runner import StepConfig, run_step
+    from conveyor_examples.supplier_exceptions import CLASSIFY_EXCEPTION, exception_model
 
     started = time.perf_counter()
     seed(ledger, "local", count)

@@ -40,9 +40,9 @@ import httpx
 import psutil
 import psycopg
 from _pg import drop, scratch_database
+
 from conveyor.ledger import Ledger, NewItem
 from conveyor.ledger.store import ItemUpdate
-
 from tests.support import postgres
 from tests.support.airflow_env import create_metadata_db
 

@@ -68,3 +68,26 @@ with DAG(
         batch_size=16,
         max_concurrency=4,
     )
+
+
+with DAG(
+    "conveyor_ai_step_sharded",
+    schedule=None,
+    start_date=START,
+    catchup=False,
+    tags=["conveyor-tests"],
+    params={"rows": Param(30, type="integer"), "model": Param("local", type="string")},
+    default_args={"retries": 0},
+) as ai_sharded_dag:
+    # One step over three task instances (dynamic task mapping): each claims chunks of the run's items.
+    receive_and_validate(rows="{{ params.rows }}") >> AIStepOperator.partial(
+        task_id="classify_exceptions",
+        workflow="supplier_exceptions",
+        ai_task=CLASSIFY_EXCEPTION,
+        model="{{ params.model }}",
+        min_confidence=0.5,
+        max_failure_rate=0.1,
+        batch_size=4,
+        max_concurrency=2,
+        lease_seconds=30,
+    ).expand(shard=list(range(3)))  # a list: a range object would be expanded as its text

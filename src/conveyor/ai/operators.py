@@ -13,6 +13,18 @@ Example (the task's offline model, an LLM one connection away)::
         min_confidence=0.7,
         max_failure_rate=0.1,
     )
+
+Spread over several workers (dynamic task mapping: one task instance per shard, each claiming
+chunks of the run's items from the ledger until none is left)::
+
+    classify = AIStepOperator.partial(
+        task_id="classify",
+        workflow=INSPECTIONS,
+        ai_task=CLASSIFY,
+        model="conveyor_llm",
+        pool="conveyor_llm",
+        max_concurrency=8,                   # per shard
+    ).expand(shard=list(range(4)))        # a list: Airflow would expand a range() as its text
 """
 
 from __future__ import annotations
@@ -91,10 +103,35 @@ class AIStepOperator(LedgerStepOperator):
         Variable). More divides the per-request cost (client CPU, system-prompt tokens, rate-limit
         slots) by that number; an item whose answer in the batch is missing or invalid is asked
         again on its own. See :mod:`conveyor.ai.batching` for the trade-off.
+    :param shard: None (the default): this task instance processes every waiting item of the run,
+        as a list read at the start. Anything else (usually given by dynamic task mapping,
+        ``AIStepOperator.partial(...).expand(shard=list(range(4)))``; pass a list, Airflow 3.3
+        serialises a ``range`` to its text and would map over its characters) makes the task one
+        of several shards of the step: it claims chunks of ``batch_size`` waiting items from the ledger
+        (``FOR UPDATE SKIP LOCKED`` plus a lease of ``lease_seconds``, renewed while the chunk is
+        worked on) until none is left, so N shards on N workers share the run's items, each item
+        answered once. The value only labels the shard (in the summary and logs); the lease holder
+        is the task instance (DAG, run, task, map index), so a retry of a shard re-takes its own
+        leased items at once, and the chunks of a shard killed mid-way are taken over by a sibling
+        (or its retry) once their lease expired. A shard that finds nothing left to claim waits
+        while siblings hold live leases on waiting items (their chunk may be lost with them), then
+        succeeds with zero items; a run with no items at all still fails. Counts, the XCom summary
+        and ``max_failure_rate`` are per shard: each shard judges the items it handled (a shard
+        above the rate fails alone, the items whose calls kept failing waiting for its retry or
+        a sibling; what the other shards did stands). Per shard, not per step, because a shard
+        cannot know its siblings' outcome when it ends, and one bad chunk fails one shard only. Each
+        shard is a task instance of its own: ``max_concurrency`` bounds its own requests, and the
+        ``pool`` (e.g. ``conveyor_llm``) and ``max_active_tis_per_dagrun`` bound how many shards
+        run at once.
+    :param lease_seconds: sharded: how long a claimed chunk stays this shard's without renewal
+        (renewed every third of it while the task runs); after it, a killed shard's chunk is
+        taken over. Longer than one chunk's worst case is not needed (renewal), shorter means a
+        killed shard's items wait less.
     :param run_id: the run whose items to process (templated; default the DAG run's id).
     :param ledger_conn_id: the ledger's Airflow connection (default ``[conveyor] ledger_conn_id``).
     :return: (XCom) the summary: counts of items, passed, review, failed, reasons, calls, cache
-        hits, fallback answers, seconds.
+        hits, fallback answers, raced (items a sibling moved first), seconds; sharded also the
+        ``shard`` and the items it ``claimed``.
     """
 
     resumable = True  # only the run's items still waiting in its input status are worked on
@@ -133,6 +170,8 @@ class AIStepOperator(LedgerStepOperator):
         samples: int = 3,
         repair_attempts: int = 1,
         items_per_call: int | str = 1,
+        shard: Any = None,
+        lease_seconds: float = 300.0,
         run_id: str = "{{ run_id }}",
         ledger_conn_id: str | None = None,
         **kwargs: Any,
@@ -160,6 +199,8 @@ class AIStepOperator(LedgerStepOperator):
         self.samples = samples
         self.repair_attempts = repair_attempts
         self.items_per_call = items_per_call
+        self.shard = shard
+        self.lease_seconds = lease_seconds
         self.run_id = run_id
 
     def execute(self, context: Context) -> dict[str, Any]:
@@ -171,6 +212,7 @@ class AIStepOperator(LedgerStepOperator):
         from conveyor.ai.runner import StepConfig, run_step
         from conveyor.include import dag_file_folder, searching_near
         from conveyor.ledger.actors import task_actor
+        from conveyor.ledger.leases import Holder
         from conveyor.templated import or_none
 
         try:  # a rendered template is a string
@@ -186,9 +228,16 @@ class AIStepOperator(LedgerStepOperator):
             self.log.warning(
                 "AI task %s is declared for workflow %r, used in %r.", task.name, task.workflow, self.workflow
             )
+        run_id = self.run_id or context["run_id"]
+        holder = None
+        if self.shard is not None:
+            ti = context["ti"]
+            map_index = getattr(ti, "map_index", -1)
+            who = map_index if map_index is not None and map_index >= 0 else f"shard={self.shard}"
+            holder = Holder(name=f"{ti.dag_id}/{run_id}/{ti.task_id}/{who}", attempt=int(ti.try_number))
         config = StepConfig(
             workflow=self.workflow,
-            run_id=self.run_id or context["run_id"],
+            run_id=run_id,
             task=task,
             actor=task_actor(context),
             from_status=self.from_status,
@@ -213,6 +262,9 @@ class AIStepOperator(LedgerStepOperator):
             repair_attempts=self.repair_attempts,
             items_per_call=items_per_call,
             step=self.task_id,
+            holder=holder,
+            shard=self.shard,
+            lease_seconds=float(self.lease_seconds),
         )
         ledger = self.ledger(context)
         # What its answers must be, for the API server to check a reviewer's correction of one.

@@ -20,6 +20,11 @@ For one workflow run and one :class:`~conveyor.ai.definitions.AITask`:
    in review); above it the step fails with counts per reason, leaving transiently failed items
    in ``from_status`` for the retry. An open breaker with no fallback stops the step at once,
    with a message that says so.
+
+Sharded (``StepConfig.holder`` set: one of several mapped task instances over the same run), step
+1 changes: the chunks come one at a time from the ledger, claimed with a lease
+(:class:`~conveyor.ai.sharding.ShardClaims`), instead of a list read at the start; a chunk's
+leases are released once its items moved. Counts and ``max_failure_rate`` are per shard.
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ from conveyor.ai.definitions import AITask, InputError, ItemView
 from conveyor.ai.errors import AIStepFailed, BreakerOpen, ModelCallError
 from conveyor.ai.models.base import ModelInput, Prediction, StepModel
 from conveyor.ai.retries import RetryPolicy
+from conveyor.ai.sharding import ShardClaims
+from conveyor.ledger.leases import Holder
 from conveyor.ledger.statuses import Status
 from conveyor.ledger.store import ItemUpdate, Ledger
 
@@ -76,6 +83,14 @@ class StepConfig:
     repair_attempts: int = 1
     items_per_call: int = 1
     step: str | None = None
+    #: sharded: the task instance whose leases these are (None: the whole run in this process)
+    holder: Holder | None = None
+    #: sharded: the shard's own label, shown in the summary (e.g. its ``shard`` expand value)
+    shard: Any = None
+    #: sharded: seconds a claimed chunk stays this holder's without renewal
+    lease_seconds: float = 300.0
+    #: sharded: seconds between looks at the siblings' live leases once nothing is left to claim
+    sibling_poll_interval: float = 1.0
 
     def __post_init__(self) -> None:
         self.from_status = self.from_status or self.task.from_status
@@ -87,6 +102,8 @@ class StepConfig:
             raise ValueError("max_failure_rate must be between 0 and 1")
         if self.batch_size < 1 or self.max_concurrency < 1 or self.items_per_call < 1:
             raise ValueError("batch_size, max_concurrency and items_per_call must be at least 1")
+        if self.lease_seconds <= 0:
+            raise ValueError("lease_seconds must be positive")
 
 
 @dataclass
@@ -133,6 +150,19 @@ class AIStepRunner:
         self.deferred: dict[str, ItemUpdate] = {}
         self._pending_cache: dict[str, dict[str, CachedAnswer]] = {}
         self._cache_owner: dict[str, str] = {}
+        self.claims: ShardClaims | None = None
+        if config.holder is not None:
+            self.claims = ShardClaims(
+                ledger,
+                workflow=config.workflow,
+                run_id=config.run_id,
+                status=config.from_status,  # type: ignore[arg-type]
+                step=config.step,  # type: ignore[arg-type]
+                holder=config.holder,
+                batch_size=config.batch_size,
+                lease_seconds=config.lease_seconds,
+                poll_interval=config.sibling_poll_interval,
+            )
 
     # -- models ------------------------------------------------------------------------------
 
@@ -391,6 +421,8 @@ class AIStepRunner:
                     len(result.not_moved),
                     list(result.not_moved)[:5],
                 )
+        if self.claims is not None:  # moved (or raced): no sibling would claim them, the lease is moot
+            self.claims.release([*outcome.passed, *outcome.review])
 
     # -- the run -----------------------------------------------------------------------------
 
@@ -398,10 +430,16 @@ class AIStepRunner:
         """Process the run's waiting items; return the summary or raise :class:`AIStepFailed`."""
         c = self.config
         started = time.monotonic()
-        ids = await asyncio.to_thread(
-            self.ledger.item_ids, workflow=c.workflow, run_id=c.run_id, status=c.from_status
-        )
-        if not ids:
+        ids: list[str] | None = None
+        first: list[ItemView] | None = None
+        claims = self.claims
+        if claims is None:
+            ids = await asyncio.to_thread(
+                self.ledger.item_ids, workflow=c.workflow, run_id=c.run_id, status=c.from_status
+            )
+        else:
+            first = await asyncio.to_thread(claims.next_chunk, self._load)
+        if not ids and first is None:
             counts = await asyncio.to_thread(
                 self.ledger.count_by_status, workflow=c.workflow, run_id=c.run_id
             )
@@ -414,13 +452,17 @@ class AIStepRunner:
                     retryable=False,
                 )
             log.info(
-                "No items of run %s wait in %r (already processed: %s).", c.run_id, c.from_status, counts
+                "No items of run %s wait in %r%s (already processed: %s).",
+                c.run_id,
+                c.from_status,
+                "" if claims is None else " for this shard (its siblings took them)",
+                counts,
             )
             return self.summary(started)
         log.info(
-            "%s: %d item(s) of run %s in %r, chunks of %d, model %s%s.",
+            "%s: %s of run %s in %r, chunks of %d, model %s%s.",
             c.step,
-            len(ids),
+            f"{len(ids)} item(s)" if ids is not None else f"shard {c.shard!r} ({c.holder}) claiming item(s)",
             c.run_id,
             c.from_status,
             c.batch_size,
@@ -431,17 +473,31 @@ class AIStepRunner:
         breaker: BreakerOpen | None = None
         # Only remote answers are cached; a local model is cheaper to run than to look up.
         hashed = self.primary.remote or (self.fallback is not None and self.fallback.remote)
-        chunks = list(_chunks(ids, c.batch_size))
+        chunks = list(_chunks(ids, c.batch_size)) if ids is not None else []
+
+        async def claimed_first() -> list[ItemView] | None:
+            return first
+
+        def read(n: int) -> asyncio.Task[list[ItemView] | None] | None:
+            if claims is not None:  # sharded: the next chunk is whatever the ledger hands this shard
+                return asyncio.create_task(
+                    claimed_first() if n == 0 else asyncio.to_thread(claims.next_chunk, self._load)
+                )
+            return asyncio.create_task(asyncio.to_thread(self._load, chunks[n])) if n < len(chunks) else None
+
         # The next chunk is read while this one is answered, judged and committed: the ledger's
         # round trip and the payloads' JSON parsing overlap the model's work.
-        loading: asyncio.Task[list[ItemView]] | None = asyncio.create_task(asyncio.to_thread(self._load, chunks[0]))
+        loading = read(0)
+        renewing = asyncio.create_task(claims.keep()) if claims is not None else None
+        number = 0
         try:
-            for number in range(1, len(chunks) + 1):
-                assert loading is not None
+            while loading is not None:
                 views = await loading
-                loading = (
-                    asyncio.create_task(asyncio.to_thread(self._load, chunks[number])) if number < len(chunks) else None
-                )
+                loading = None
+                if views is None:  # sharded: nothing left to claim
+                    break
+                number += 1
+                loading = read(number)
                 # Off the event loop: a task's render may read files (object storage's clients run an
                 # event loop of their own and cannot be called from inside this one).
                 inputs, input_errors = await asyncio.to_thread(self._render, views, hashed)
@@ -469,21 +525,39 @@ class AIStepRunner:
                     breaker = outcome.breaker
                     break
         finally:
+            if claims is not None:
+                claims.stop()
             if loading is not None:  # stopped early: the read ahead is not needed
-                loading.cancel()
+                if claims is None:
+                    loading.cancel()
+                # Sharded, the claim's thread is let finish (it stops at once), so that its leases
+                # are released below rather than left to expire.
                 await asyncio.gather(loading, return_exceptions=True)
             if committing is not None:
                 await committing
-        if breaker is not None:
-            waiting = len(ids) - self.stats["handled"]
-            raise AIStepFailed(
-                f"{breaker}. No fallback model is declared, so the step stopped calling it: "
-                f"{waiting} item(s) stay in {c.from_status!r} for the retry (retry after the cool-down); "
-                f"{self._counts_text()}",
-                summary=self.summary(started, breaker=str(breaker)),
-                retryable=True,
-            )
-        return await self._finish(started)
+            if renewing is not None:
+                renewing.cancel()
+                await asyncio.gather(renewing, return_exceptions=True)
+        try:
+            if breaker is not None:
+                if ids is not None:
+                    waiting = len(ids) - self.stats["handled"]
+                else:
+                    counts = await asyncio.to_thread(
+                        self.ledger.count_by_status, workflow=c.workflow, run_id=c.run_id
+                    )
+                    waiting = counts.get(c.from_status, 0)  # type: ignore[arg-type]
+                raise AIStepFailed(
+                    f"{breaker}. No fallback model is declared, so the step stopped calling it: "
+                    f"{waiting} item(s) stay in {c.from_status!r} for the retry (retry after the cool-down); "
+                    f"{self._counts_text()}",
+                    summary=self.summary(started, breaker=str(breaker)),
+                    retryable=True,
+                )
+            return await self._finish(started)
+        finally:
+            if claims is not None:  # what is left (deferred items, a stopped claim) is free again
+                await asyncio.to_thread(claims.release)
 
     def _tally(self, outcome: _Outcome) -> None:
         self.stats["passed"] += len(outcome.passed)
@@ -545,6 +619,8 @@ class AIStepRunner:
             "calls": self.stats["calls"],
             "cache_hits": self.stats["cache_hits"],
             "fallback_used": self.stats["fallback"],
+            "raced": self.stats["raced"],
+            **({} if self.claims is None else {"shard": c.shard, "claimed": self.claims.claimed}),
             "seconds": round(time.monotonic() - started, 3),
             **extra,
         }

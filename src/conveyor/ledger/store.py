@@ -19,7 +19,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from conveyor.ledger import migrate, receiving
+from conveyor.ledger import leases, migrate, receiving
 from conveyor.ledger import workflows as declarations
 from conveyor.ledger.connection import describe, resolve_dsn
 from conveyor.ledger.errors import IllegalTransition, LedgerUnavailable, UnknownItem
@@ -600,6 +600,42 @@ class Ledger:
     def effect_key(item_id: str, step: str) -> str:
         """A stable idempotency key for an external system (payment API, mail server)."""
         return hashlib.sha256(f"{item_id}\x00{step}".encode()).hexdigest()[:32]
+
+    # -- step leases (sharded steps) ---------------------------------------------------------
+
+    def claim_chunk(
+        self,
+        *,
+        workflow: str,
+        run_id: str,
+        status: str,
+        step: str,
+        holder: leases.Holder,
+        limit: int,
+        lease_seconds: float,
+    ) -> leases.Claim:
+        """Lease up to ``limit`` of the run's items in ``status`` that no live lease keeps, in one
+        statement (``FOR UPDATE SKIP LOCKED``); see :mod:`conveyor.ledger.leases`."""
+        with self.connect() as conn:
+            return leases.claim(
+                conn, workflow=workflow, run_id=run_id, status=status, step=step, holder=holder,
+                limit=limit, lease_seconds=lease_seconds,
+            )
+
+    def renew_leases(self, step: str, holder: leases.Holder, lease_seconds: float) -> int:
+        """Extend every lease this attempt holds on ``step``; returns how many."""
+        with self.connect() as conn:
+            return leases.renew(conn, step, holder, lease_seconds)
+
+    def release_leases(self, step: str, holder: leases.Holder, item_ids: Sequence[str] | None = None) -> int:
+        """Drop this attempt's leases on ``step`` (all, or those of ``item_ids``)."""
+        with self.connect() as conn:
+            return leases.release(conn, step, holder, item_ids)
+
+    def leased_elsewhere(self, *, workflow: str, run_id: str, status: str, step: str, holder: leases.Holder) -> int:
+        """How many of the run's items in ``status`` another holder's live lease keeps."""
+        with self.connect() as conn:
+            return leases.foreign_live(conn, workflow=workflow, run_id=run_id, status=status, step=step, holder=holder)
 
     # -- batches -----------------------------------------------------------------------------
 

@@ -4,11 +4,12 @@ Real headless Chromium in the real Airflow UI."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
-from conveyor import ReviewField, Workflow
+from conveyor_examples.supplier_exceptions import SUPPLIER_EXCEPTIONS
 from tests.review.conftest import route_to_review
 from tests.support.browser import chromium_page
 from tests.support.review_page import log_in, review_frame, run_tab
@@ -16,21 +17,9 @@ from tests.support.review_page import log_in, review_frame, run_tab
 pytestmark = pytest.mark.browser
 
 SHOTS = Path("/tmp/shots-review-page")
-#: the supplier workflow's review card, on the run fixture's DAG (the run tab shows the DAG's workflow)
-CARD = Workflow(
-    name="review_page_orders",
-    source_field="supplier_name",
-    review_card=(
-        ReviewField("supplier_name", "Supplier"),
-        ReviewField("po_number", "PO"),
-        ReviewField("amount", "Amount", "amount"),
-        ReviewField("notes", "Notes", "long"),
-        ReviewField("ai_result.category", "Category", "label"),
-        ReviewField("ai_result.draft", "Draft", "long"),
-        ReviewField("confidence", "Confidence", "percent"),
-    ),
-    priority_field="amount",
-)
+#: the supplier workflow's declaration (its review card), on the run fixture's DAG: the run tab
+#: shows the items of the DAG's own workflow
+CARD = dataclasses.replace(SUPPLIER_EXCEPTIONS, name="review_page_orders", version=None)
 SUPPLIERS = ["Helvetia Präzisionsteile AG", "Nordwind Logistics GmbH", "Bergmann Stahlhandel AG"]
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -161,9 +161,12 @@ def finished(stack: NativeStack, stack_mailbox: tuple[int, list[str]]) -> Iterat
     conf: the feed locations are the Variables airflow_settings.yaml loaded), then runs triggered over
     REST; people work every run; all finish."""
     # The daily extract waits where the Variable conveyor_supplier_extract says; the inbox is empty.
+    # Dated as of the scheduled run's own day (its last 06:00 tick): between midnight and 06:00 UTC
+    # that is yesterday, and rows dated today would rightly be quarantined as "in the future".
+    tick_day = (datetime.now(UTC) - timedelta(hours=6)).date()
     put(stack, "feeds/supplier_exceptions/extract.csv",
         sample_feeds.csv_delivery(DATA / "supplier_exceptions" / "extract.csv", key="exception_id",
-                                  date_column="exception_date", delivery=1, today=datetime.now(UTC).date(),
+                                  date_column="exception_date", delivery=1, today=tick_day,
                                   plant=sample_feeds.plant_supplier_rows)[1])
     scheduled = {dag_id: worked(stack, dag_id, scheduled_run(stack, dag_id)) for dag_id in (SUPPLIER, INVOICES)}
     for started in scheduled.values():

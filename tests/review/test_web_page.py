@@ -10,6 +10,7 @@ from conveyor.quickstart.api_server import ApiServer
 from tests.review.conftest import route_to_review
 from tests.support.api import USERS
 from tests.support.browser import chromium_page
+from tests.support.review_page import is_review_page
 
 WF = "supplier_exceptions"
 SCRIPT = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
@@ -86,7 +87,7 @@ def test_reviewer_approves_an_item_from_the_page_in_the_airflow_ui(
     review.locator("#item-title[data-item-id='invoice_processing:INV-3']").wait_for()
 
     # Nothing from the data ran as code.
-    frame = next(f for f in page.frames if "/conveyor/review/" in f.url)
+    frame = next(f for f in page.frames if f is not page.main_frame and is_review_page(f.url))
     assert frame.evaluate("window.__pwned") is None
     assert dialogs == []
     assert frame.evaluate("document.querySelectorAll('#item-payload script, #item-payload img').length") == 0

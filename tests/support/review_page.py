@@ -29,11 +29,20 @@ def log_in(page: Any, base_url: str, user: str, next_path: str) -> None:
     page.wait_for_url(lambda url: url.rstrip("/").endswith(last))
 
 
+def is_review_page(url: str) -> bool:
+    """Whether a frame shows the review page itself (its path, whatever the host UI mirrors)."""
+    from urllib.parse import urlparse
+
+    return urlparse(url).path.startswith("/conveyor/review/")
+
+
 def review_frame(page: Any, timeout: float = 30) -> Any:
     """The review page's frame inside the Airflow UI, once its queue has rows."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        frame = next((f for f in page.frames if "/conveyor/review/" in f.url), None)
+        # The page's own frame, not Airflow's: the UI mirrors a plugin frame's path into its own URL
+        # (/plugin/conveyor-review/conveyor/review/?item=...), so match the frame's path, not a substring.
+        frame = next((f for f in page.frames if f is not page.main_frame and is_review_page(f.url)), None)
         if frame is not None:
             frame.wait_for_selector("#queue tbody tr")
             return frame

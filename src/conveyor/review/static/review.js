@@ -714,7 +714,10 @@
     $("bulk-clear").addEventListener("click", () => { state.picked.clear(); state.allMatching = false; renderQueue(); });
     document.addEventListener("keydown", onKey);
     let resizing = 0;
+    let width = window.innerWidth;
     window.addEventListener("resize", () => {
+      if (window.innerWidth === width) return;  // a height change (the host resizing the frame) changes no column
+      width = window.innerWidth;
       window.clearTimeout(resizing);
       resizing = window.setTimeout(() => { if (state.page) { state.compact = false; renderQueue(); moveCursor(state.cursor); } }, 200);
     });

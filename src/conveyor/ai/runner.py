@@ -46,6 +46,7 @@ from conveyor.ai.models.base import ModelInput, Prediction, StepModel
 from conveyor.ai.retries import RetryPolicy
 from conveyor.ai.sharding import ShardClaims
 from conveyor.ledger.leases import Holder
+from conveyor.ledger.records import decode_json_columns
 from conveyor.ledger.statuses import Status
 from conveyor.ledger.store import ItemUpdate, Ledger
 
@@ -203,11 +204,11 @@ class AIStepRunner:
         """The chunk's items that are still waiting (another worker may have moved some)."""
         with self.ledger.connect() as conn:
             rows = conn.execute(
-                "SELECT item_id, payload, ai_result FROM conveyor.items"
+                "SELECT item_id, payload::text, ai_result::text FROM conveyor.items"
                 " WHERE item_id = ANY(%s) AND workflow = %s AND status = %s ORDER BY item_id",
                 (list(item_ids), self.config.workflow, self.config.from_status),
             ).fetchall()
-        return [ItemView(item_id=r[0], payload=r[1], ai_result=r[2]) for r in rows]
+        return [ItemView(item_id=r[0], payload=r[1], ai_result=r[2]) for r in decode_json_columns(rows, (1, 2))]
 
     def _render(self, views: Sequence[ItemView], hashed: bool) -> tuple[dict[str, ModelInput], dict[str, str]]:
         """Each item's model input, or why it cannot have one."""

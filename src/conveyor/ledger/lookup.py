@@ -87,11 +87,12 @@ def items_query(
     status: str | Sequence[str] | None,
     limit: int | None,
     offset: int = 0,
+    columns: str = ITEM_COLUMNS,
 ) -> tuple[str, list[Any]]:
     """The query of :meth:`Ledger.items`: newest first, so that with a workflow and no run it reads
     index ``items_workflow_newest`` in order and stops at the limit."""
     where, params = filters(workflow, run_id, status)
-    query = f"SELECT {ITEM_COLUMNS} FROM conveyor.items{where} ORDER BY updated_at DESC, item_id"
+    query = f"SELECT {columns} FROM conveyor.items{where} ORDER BY updated_at DESC, item_id"
     if limit is not None:
         query += " LIMIT %s OFFSET %s"
         params += [limit, offset]

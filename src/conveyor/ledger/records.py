@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -45,4 +47,42 @@ class TransitionRecord:
 
 
 ITEM_COLUMNS = ", ".join(Item.__dataclass_fields__)
+
+#: The item's JSON columns (jsonb in the ledger).
+_JSON_FIELDS = ("payload", "ai_result", "stage_times")
+_JSON_POSITIONS = tuple(n for n, name in enumerate(Item.__dataclass_fields__) if name in _JSON_FIELDS)
+#: :data:`ITEM_COLUMNS` with the JSON columns read as text, for :func:`items_from_text_rows`.
+ITEM_TEXT_COLUMNS = ", ".join(
+    f"{name}::text" if name in _JSON_FIELDS else name for name in Item.__dataclass_fields__
+)
+#: Rows whose JSON texts are parsed by one ``json.loads`` call (bounds the joined text's size).
+_DECODE_ROWS = 10_000
+
+
+def decode_json_columns(rows: Sequence[Sequence[Any]], positions: Sequence[int]) -> list[list[Any]]:
+    """The rows as lists, with the JSON texts at ``positions`` (NULL: None) parsed.
+
+    The driver parses each jsonb value with a ``json.loads`` call of its own, whose per-call cost
+    dominated reading 100k items (publishing a run, loading an AI step's chunks); joined into one
+    JSON array per slice of rows, the same texts parse in one call, about twice as fast.
+    """
+    out: list[list[Any]] = []
+    width = len(positions)
+    for start in range(0, len(rows), _DECODE_ROWS):
+        part = rows[start : start + _DECODE_ROWS]
+        texts = [row[p] or "null" for row in part for p in positions]
+        decoded = json.loads("[" + ",".join(texts) + "]")
+        for n, row in enumerate(part):
+            values = list(row)
+            for k, p in enumerate(positions):
+                values[p] = decoded[n * width + k]
+            out.append(values)
+    return out
+
+
+def items_from_text_rows(rows: Sequence[Sequence[Any]]) -> list[Item]:
+    """Items from rows of :data:`ITEM_TEXT_COLUMNS` (see :func:`decode_json_columns`)."""
+    return [Item(*values) for values in decode_json_columns(rows, _JSON_POSITIONS)]
+
+
 TRANSITION_COLUMNS = ", ".join(TransitionRecord.__dataclass_fields__)

@@ -70,6 +70,6 @@ class ArchiveOperator(LedgerStepOperator):
             )
         result = ledger.transition(
             self.workflow, [i.item_id for i in items], to_status=self.to_status, from_status=self.from_status,
-            actor=task_actor(context), reason=f"archived to {folder}",
+            actor=task_actor(context), reason=f"archived to {folder}", atomic=False,
         )
         return {"archived": len(result.moved), "files_moved": moved_files, "archive_folder": str(folder)}

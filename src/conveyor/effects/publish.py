@@ -132,7 +132,7 @@ class PublishOperator(LedgerStepOperator):
                           ", ".join(self.recipients) or "no recipients named")
         moved = ledger.transition(
             self.workflow, result["items"], to_status=self.to_status, from_status=self.from_status,
-            actor=actor, reason=f"published in {result['files'][0].rsplit('/', 1)[-1]}",
+            actor=actor, reason=f"published in {result['files'][0].rsplit('/', 1)[-1]}", atomic=False,
         )
         late = ledger.item_ids(workflow=self.workflow, run_id=run_id, status=self.from_status)
         if late:

@@ -36,6 +36,6 @@ class PromoteItemsOperator(LedgerStepOperator):
         ledger = self.ledger(context)
         ids = ledger.item_ids(workflow=self.workflow, run_id=context["run_id"], status=self.from_status)
         result = ledger.transition(self.workflow, ids, to_status=self.to_status, from_status=self.from_status,
-                                   actor=task_actor(context), reason=self.reason)
+                                   actor=task_actor(context), reason=self.reason, atomic=False)
         self.log.info("%d item(s) moved %s -> %s", len(result.moved), self.from_status, self.to_status)
         return {"moved": len(result.moved)}

@@ -4,7 +4,8 @@
    approved → published), each a set-based guarded move with its audit row, against a raw
    ``COPY`` of the same 100k rows into a table of the same shape on the same server.
    Prints items/s of each and the ratios (``Ledger.receive`` ≥ 0.75 of the COPY, the four
-   moves ≥ 0.35). For scale, the two parts of a move
+   moves ≥ 0.35; the same moves with ``atomic=False``, in two lanes, as promote and publish make
+   them, apart). For scale, the two parts of a move
    measured alone as bare set-based SQL on the COPY's table (an UPDATE of the status, an INSERT
    of the audit rows), and the best ratio their sum allows.
 2. ``conveyor status``: the whole process (interpreter start included) with N million items in
@@ -78,6 +79,19 @@ def bench_transitions(dsn: str, count: int) -> None:
         assert len(result.moved) == count, (status, len(result.moved))
         previous = status
 
+    # The same four moves as the steps that repeat a move until done make them (promote, publish:
+    # atomic=False, two lanes at once), on a second run of the same rows.
+    lane_ids = [f"{WF}:LN-{i.business_key}" for i in items]
+    ledger.receive(WF, "lanes", [NewItem(f"LN-{i.business_key}", i.payload) for i in items], actor="bench")
+    lane_timings = []
+    previous = "received"
+    for status in CHAIN:
+        started = time.perf_counter()
+        result = ledger.transition(WF, lane_ids, to_status=status, from_status=previous, actor="bench", atomic=False)
+        lane_timings.append(time.perf_counter() - started)
+        assert len(result.moved) == count, (status, len(result.moved))
+        previous = status
+
     # What a move is made of, each part alone and as bare as SQL can do it, on the COPY's table:
     # one UPDATE of every row's status (no guard, no audit), and one INSERT of every audit row.
     # Median of three runs each: a checkpoint or autovacuum landing in one run skews it.
@@ -116,6 +130,9 @@ def bench_transitions(dsn: str, count: int) -> None:
         print(f"  transition → {status:<13} {seconds:6.2f} s  {count / seconds:10,.0f} items/s (with audit rows)")
     print(f"transitions, all four:               {sum(timings):6.2f} s  {transition_rate:10,.0f} items/s")
     print(f"RATIO transitions/COPY = {transition_rate / copy_rate:.2f}  (goal >= 0.35; the bare-SQL bound above)")
+    lane_rate = count * len(CHAIN) / sum(lane_timings)
+    print(f"transitions, all four, atomic=False (two lanes): {sum(lane_timings):6.2f} s  {lane_rate:10,.0f} items/s")
+    print(f"RATIO transitions_two_lanes/COPY = {lane_rate / copy_rate:.2f}  (what promote and publish move at)")
 
 
 def bench_status(dsn: str, rows: int) -> None:

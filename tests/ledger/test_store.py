@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conveyor.ledger import IllegalTransition, ItemUpdate, LedgerUnavailable, NewItem, UnknownItem
+from conveyor.ledger import IllegalTransition, ItemUpdate, LedgerUnavailable, NewItem, Route, UnknownItem
 from conveyor.ledger.store import input_hash
 
 WF = "supplier_exceptions"
@@ -55,6 +55,21 @@ def test_payload_with_unicode_quotes_and_a_megabyte_of_text_round_trips(ledger):
     item = ledger.get(f"{WF}:PO-ü'1")
     assert item.payload == payload
     assert item.input_hash == input_hash(payload)
+
+
+def test_keys_needing_copy_escapes_among_plain_ones_round_trip(ledger):
+    # COPY's text format escapes a chunk's values only when one of them needs it.
+    keys = ["PO-1", "PO\\2", "PO\t3", "PO\n4", "PO\r5", "PO-6"]
+    routes = {f"{WF}:{k}": Route("validated", reason="passed") for k in keys[::2]}
+    result = ledger.receive(WF, "run-1", [NewItem(k, {"key": k}) for k in keys], actor="t", routes=routes)
+
+    assert result.inserted == [f"{WF}:{k}" for k in keys]
+    for key in keys:
+        item = ledger.get(f"{WF}:{key}")
+        assert (item.business_key, item.payload, item.input_hash) == (key, {"key": key}, input_hash({"key": key}))
+        moves = [(r.from_status, r.to_status) for r in ledger.history(item.item_id)]
+        routed = [("received", "validated")] if item.item_id in routes else []
+        assert moves == [(None, "received"), *routed]
 
 
 def test_transition_moves_items_with_data_and_audit_in_one_step(ledger):

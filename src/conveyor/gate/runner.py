@@ -539,6 +539,7 @@ class GateRunner:
         new_items: list[NewItem] = []
         row_of_item: dict[str, int] = {}
         routes: dict[str, Route] = {}
+        flagged: set[str] = set()  # items of rows with findings
         results: list[ResultRow] = []
         for row, key, payload in zip(frame.index, keys, payloads, strict=True):
             row = int(row)
@@ -561,7 +562,10 @@ class GateRunner:
                 continue
             new_items.append(NewItem(business_key=key, payload=payload))
             row_of_item[item_id] = row
-            routes[item_id] = self._route_of(plan.findings.get(row), row, summary.source)
+            findings = plan.findings.get(row)
+            if findings:
+                flagged.add(item_id)
+            routes[item_id] = self._route_of(findings, row, summary.source)
         # Received and routed in one write: a new item is inserted at its gate outcome, with both
         # audit rows. Items this run received before (a retried task) are moved below, guarded.
         received = self.ledger.receive(
@@ -601,7 +605,11 @@ class GateRunner:
             )
         passing: list[str] = []
         failing: dict[str, ItemUpdate] = {}
-        for item_id in sorted(owned):
+        # Routed items without findings are done (validated in the write that received them):
+        # counted as a set, the loop below sees only the few flagged ones and a retry's items.
+        routed_clean = routed - flagged
+        summary.validated += len(routed_clean)
+        for item_id in sorted(owned - routed_clean):
             row = row_of_item[item_id]
             findings = plan.findings.get(row)
             if not findings:

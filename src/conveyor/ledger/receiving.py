@@ -21,6 +21,7 @@ import gc
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -48,6 +49,12 @@ class Route:
     review_target: str | None = None
     detail: Mapping[str, Any] | None = None
 
+
+#: Items per receive transaction. A receive inserts rows and locks no existing one, so its chunk
+#: can be larger than a move's: at 50k instead of 10k, 100k items are received in 0.80x the time
+#: (fewer commits and COPY starts, more of the client's formatting overlapped with the server's
+#: inserts); 100k per chunk gained nothing more and holds twice the rows in memory.
+CHUNK_ROWS = 50_000
 
 #: A chunk row: item id, business key, canonical payload JSON, input hash, priority.
 Row = tuple[str, str, str, str, int]
@@ -105,6 +112,15 @@ def _text(value: str | None) -> str:
     return value
 
 
+def _texts(values: Sequence[str]) -> Sequence[str]:
+    """Values in COPY's text format: one scan of them all, a pass per value only when one needs
+    escaping (item ids, keys and canonical JSON seldom do)."""
+    joined = "".join(values)
+    if "\\" in joined or "\t" in joined or "\n" in joined or "\r" in joined:
+        return [_text(value) for value in values]
+    return values
+
+
 #: Rows per ``write()`` of a COPY: one string of a few MB instead of a call per row.
 _WRITE_ROWS = 5000
 
@@ -157,36 +173,51 @@ def copy_new(
         return item, audit
 
     routes = routes or {}
+    audit: list[str] = []  # the chunk's audit rows, in parts of _WRITE_ROWS items
     try:
         with conn.transaction(), conn.cursor() as cur:
             with cur.copy(
                 "COPY conveyor.items (item_id, business_key, payload, input_hash, priority, workflow, run_id,"
                 " status, reason, last_error, review_target, stage_times, workflow_version) FROM STDIN"
             ) as cp:
-                parts: list[str] = []
-                audit: list[str] = []
-                for item_id, key, payload, hashed, priority in rows:
-                    ident = _text(item_id)
-                    route = routes.get(item_id)
-                    if route is None:
-                        item_tail, audit_tail = received_tail, ""
+                stream = iter(rows)
+                while batch := list(islice(stream, _WRITE_ROWS)):
+                    item_ids, keys, payloads, hashes, priorities = zip(*batch, strict=True)
+                    idents = _texts(item_ids)
+                    if not routes:
+                        item_tails: Sequence[str] = [received_tail] * len(batch)
+                        audit.append(received_audit.join(idents) + received_audit)
                     else:
-                        both = tails.get(id(route))
-                        if both is None:
-                            both = tails[id(route)] = tails_of(route)
-                        item_tail, audit_tail = both[0], ident + both[1]
-                    parts.append(f"{ident}\t{_text(key)}\t{_text(payload)}\t{hashed}\t{priority}{item_tail}")
-                    audit.append(ident + received_audit + audit_tail)
-                    if len(parts) == _WRITE_ROWS:
-                        cp.write("".join(parts))
-                        parts.clear()
-                cp.write("".join(parts))
+                        item_tails, moved = [], []
+                        for item_id, ident in zip(item_ids, idents, strict=True):
+                            route = routes.get(item_id)
+                            if route is None:
+                                item_tails.append(received_tail)
+                                moved.append(ident + received_audit)
+                                continue
+                            both = tails.get(id(route))
+                            if both is None:
+                                both = tails[id(route)] = tails_of(route)
+                            item_tails.append(both[0])
+                            # Each item's move right after its received row: the audit table's
+                            # indexes are written in item order (grouping the moves after all
+                            # received rows cost the server 15% more CPU).
+                            moved.append(f"{ident}{received_audit}{ident}{both[1]}")
+                        audit.append("".join(moved))
+                    cp.write(
+                        "".join([
+                            f"{ident}\t{key}\t{payload}\t{hashed}\t{priority}{tail}"
+                            for ident, key, payload, hashed, priority, tail in zip(
+                                idents, _texts(keys), _texts(payloads), hashes, priorities, item_tails, strict=True
+                            )
+                        ])
+                    )
             with cur.copy(
                 "COPY conveyor.transitions (item_id, run_id, workflow, from_status, to_status, actor, reason, detail)"
                 " FROM STDIN"
             ) as cp:
-                for start in range(0, len(audit), _WRITE_ROWS):
-                    cp.write("".join(audit[start : start + _WRITE_ROWS]))
+                for part in audit:
+                    cp.write(part)
     except psycopg.errors.UniqueViolation:
         return False
     return True

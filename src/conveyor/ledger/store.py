@@ -371,7 +371,7 @@ class Ledger:
                 else:
                     given[item_id] = item
             with self.connect() as conn:
-                for chunk in _chunks(list(given.items()), CHUNK_SIZE):
+                for chunk in _chunks(list(given.items()), receiving.CHUNK_ROWS):
                     # Rows are made as the COPY streams them: the server inserts one part while
                     # the next is serialised (each payload once: stored and hashed).
                     rows = receiving.LazyRows(chunk, canonical_json, hash_text)

@@ -7,8 +7,7 @@ import threading
 import psycopg
 import pytest
 
-from conveyor.ledger import IllegalTransition, NewItem
-from conveyor.ledger import store
+from conveyor.ledger import IllegalTransition, NewItem, store
 
 WF = "supplier_exceptions"
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conveyor.ledger import ItemUpdate, NewItem
-from conveyor.ledger import records
+from conveyor.ledger import ItemUpdate, NewItem, records
 
 WF = "supplier_exceptions"
 

@@ -72,6 +72,27 @@ def test_keys_needing_copy_escapes_among_plain_ones_round_trip(ledger):
         assert moves == [(None, "received"), *routed]
 
 
+def test_routed_items_of_a_chunk_with_conflicts_keep_their_routes_detail(ledger):
+    # A re-sent delivery: PO-1 is in the ledger, so the chunk goes through the staging path and its
+    # new items make their routed move as a second statement, with the same audit detail.
+    receive(ledger, ["PO-1"])
+    detail = {"gate": "validate_extract", "suite": "supplier_extract", "field": "payload"}
+    routes = {
+        f"{WF}:{k}": Route("quarantined", reason="amount is negative", last_error="amount -5", detail=detail)
+        for k in ("PO-1", "PO-2")
+    }
+    result = ledger.receive(
+        WF, "run-1", [NewItem("PO-1", {"key": "PO-1"}), NewItem("PO-2", {"key": "PO-2"})], actor="gate", routes=routes
+    )
+
+    assert (result.unchanged, result.inserted) == ([f"{WF}:PO-1"], [f"{WF}:PO-2"])
+    assert ledger.get(f"{WF}:PO-1").status == "received"  # not moved: it was not received now
+    item = ledger.get(f"{WF}:PO-2")
+    assert (item.status, item.reason, item.last_error) == ("quarantined", "amount is negative", "amount -5")
+    move = ledger.history(item.item_id)[-1]
+    assert (move.from_status, move.to_status, move.detail) == ("received", "quarantined", detail)
+
+
 def test_transition_moves_items_with_data_and_audit_in_one_step(ledger):
     receive(ledger, ["PO-1", "PO-2"])
     ledger.transition(WF, [f"{WF}:PO-1", f"{WF}:PO-2"], to_status="validated", from_status="received", actor="gate#1")

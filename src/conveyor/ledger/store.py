@@ -405,7 +405,8 @@ class Ledger:
             for item_id in sorted(new & routes.keys()):
                 route = routes[item_id]
                 by_status.setdefault(route.to_status, {})[item_id] = ItemUpdate(
-                    reason=route.reason, last_error=route.last_error, review_target=route.review_target
+                    reason=route.reason, last_error=route.last_error, review_target=route.review_target,
+                    detail=route.detail,
                 )
             for to_status, updates in by_status.items():
                 self._move_chunk(conn, flow, list(updates), updates, [flow.first], to_status, actor, None)

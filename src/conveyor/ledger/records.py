@@ -64,7 +64,7 @@ def decode_json_columns(rows: Sequence[Sequence[Any]], positions: Sequence[int])
 
     The driver parses each jsonb value with a ``json.loads`` call of its own, whose per-call cost
     dominated reading 100k items (publishing a run, loading an AI step's chunks); joined into one
-    JSON array per slice of rows, the same texts parse in one call, about twice as fast.
+    JSON array per slice of rows, the same texts parse in one call (a 100k-item read: 1.4-1.7x).
     """
     out: list[list[Any]] = []
     width = len(positions)

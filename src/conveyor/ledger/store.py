@@ -434,7 +434,7 @@ class Ledger:
         :param reason: the reason for items without their own :class:`ItemUpdate`.
         :param atomic: the whole call is one transaction (the default). False, for a step that
             repeats a move until it is done (promote, publish): with ``from_status`` given, a move
-            of 40k items or more runs in two lanes at once, each a connection and a transaction of
+            of more than 30k items (4+ chunks) runs in two lanes at once, each a connection and a transaction of
             its own; if one fails, the other lane's items stay moved (each with its audit row) and
             a repeat of the call moves the rest.
         :raises IllegalTransition: the workflow's table forbids the move (for the version of the

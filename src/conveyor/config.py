@@ -24,6 +24,12 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
         "string",
         "The Airflow connection (Postgres) of the item ledger.",
     ),
+    "ledger_reconnect_seconds": (
+        "30",
+        "integer",
+        "Seconds a task keeps trying to connect while the ledger's server refuses connections (a restart, "
+        "crash recovery) before the task fails and Airflow retries it. The CLI and the API never wait.",
+    ),
     "storage_base": (
         "",
         "string",

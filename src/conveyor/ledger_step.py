@@ -29,7 +29,10 @@ def open_ledger(conn_id: str | None, declaration: Workflow | None, context: Cont
     from conveyor.ledger import Ledger
     from conveyor.ledger.actors import task_actor
 
-    ledger = Ledger(conn_id=conn_id or config.ledger_conn_id())
+    # A task rides out a short ledger restart instead of failing a try for it.
+    ledger = Ledger(
+        conn_id=conn_id or config.ledger_conn_id(), reconnect_seconds=config.get_int("ledger_reconnect_seconds")
+    )
     if declaration is not None:
         ledger.declare(declaration, actor=task_actor(context) if context is not None else None)
     return ledger

@@ -16,23 +16,32 @@ States (table ``conveyor.ai_breakers``, one row per endpoint):
 Each transition is a single guarded statement, so two workers can never both win a probe or
 both re-open the breaker. Reads are cached for ``poll_interval`` seconds: a healthy endpoint
 costs no database round trip per call.
+
+While the ledger itself is away (restarting, crashed), the breaker degrades to this process's own
+state (the same transitions, applied in memory) instead of failing the model call: a fault of our
+own database is never a model failure. It shares its state again once the ledger answers.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import logging
 import os
 import socket
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
 
 from conveyor.ai.errors import BreakerOpen
 from conveyor.ledger.store import Ledger
+
+log = logging.getLogger(__name__)
 
 _COLUMNS = "state, failures, opened_at, probe_owner, probe_started_at, last_error, now()"
 
@@ -52,6 +61,15 @@ class BreakerState:
     @classmethod
     def from_row(cls, row: tuple[Any, ...]) -> BreakerState:
         return cls(*row)
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _closed_now() -> BreakerState:
+    """The state of a breaker nobody has read yet: closed, no failures."""
+    return BreakerState("closed", 0, None, None, None, None, _utcnow())
 
 
 class CircuitBreaker:
@@ -88,10 +106,18 @@ class CircuitBreaker:
         self._cached: tuple[BreakerState, float] | None = None
         self._probe: asyncio.Event | None = None
         self._db_lock = asyncio.Lock()
+        #: while set: the ledger was unreachable; work on local state until this monotonic time
+        self._away_until: float | None = None
 
     # -- database ----------------------------------------------------------------------------
 
-    def _execute(self, sql: str, params: dict[str, Any]) -> BreakerState | None:
+    def _execute(
+        self, sql: str, params: dict[str, Any], local: Callable[[BreakerState], BreakerState | None]
+    ) -> BreakerState | None:
+        """Run one breaker statement on the ledger; while the ledger is away, apply ``local`` to this
+        process's own reading instead (see :meth:`_degrade`)."""
+        if self._away_until is not None and time.monotonic() < self._away_until:
+            return self._degrade(local, None)
         for attempt in (1, 2):
             try:
                 if self._conn is None or self._conn.closed:
@@ -99,7 +125,7 @@ class CircuitBreaker:
                         self.ledger.dsn,
                         autocommit=True,
                         application_name="conveyor-breaker",
-                        connect_timeout=10,
+                        connect_timeout=5,
                     )
                     self._conn.execute(
                         "INSERT INTO conveyor.ai_breakers (endpoint) VALUES (%s) ON CONFLICT DO NOTHING",
@@ -107,20 +133,45 @@ class CircuitBreaker:
                     )
                 row = self._conn.execute(sql, params).fetchone()  # type: ignore[arg-type]
                 state = BreakerState.from_row(row) if row else None
+                if self._away_until is not None:
+                    log.warning("The ledger is back: breaker %s is shared again.", self.endpoint)
+                    self._away_until = None
                 if state is not None:
                     self._cached = (state, time.monotonic())
                 return state
-            except psycopg.OperationalError:
+            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
                 self._conn = None
                 if attempt == 2:
-                    raise
+                    return self._degrade(local, exc)
         return None
 
+    def _degrade(
+        self, local: Callable[[BreakerState], BreakerState | None], exc: BaseException | None
+    ) -> BreakerState | None:
+        """The ledger is away (restarting, crashed): the breaker keeps working on this process's own
+        state, so a model call is never failed for a fault of our own database. The ledger is asked
+        again after ``poll_interval`` (at least 2 s, so calls do not queue behind connect attempts)."""
+        if exc is not None:
+            if self._away_until is None:
+                log.warning(
+                    "The ledger is unreachable (%s): breaker %s works on this process's own state until "
+                    "it is back.", str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__,
+                    self.endpoint,
+                )
+            self._away_until = time.monotonic() + max(self.poll_interval, 2.0)
+        current = self._cached[0] if self._cached else _closed_now()
+        current = dataclasses.replace(current, now=_utcnow())
+        state = local(current)
+        if state is not None:
+            self._cached = (state, time.monotonic())
+        return state
+
     def read(self) -> BreakerState:
-        """The current state (from the database)."""
+        """The current state (from the database; this process's own while the ledger is away)."""
         state = self._execute(
             f"SELECT {_COLUMNS} FROM conveyor.ai_breakers WHERE endpoint = %(endpoint)s",
             {"endpoint": self.endpoint},
+            lambda s: s,
         )
         assert state is not None
         return state
@@ -142,6 +193,7 @@ class CircuitBreaker:
                 "cooldown": self.cooldown,
                 "stale": self.probe_timeout,
             },
+            self._local_probe,
         )
 
     def _fail(self, error: str) -> BreakerState | None:
@@ -160,6 +212,7 @@ class CircuitBreaker:
             RETURNING {_COLUMNS}
             """,
             {"endpoint": self.endpoint, "threshold": self.threshold, "error": error[:500]},
+            lambda s: self._local_fail(s, error[:500]),
         )
 
     def _succeed(self) -> BreakerState | None:
@@ -175,6 +228,44 @@ class CircuitBreaker:
             RETURNING {_COLUMNS}
             """,
             {"endpoint": self.endpoint, "me": self.owner},
+            self._local_succeed,
+        )
+
+    # -- the same transitions on this process's own state (the ledger away) ------------------
+
+    def _local_probe(self, s: BreakerState) -> BreakerState | None:
+        due = (
+            s.state == "open" and s.opened_at is not None and s.now >= s.opened_at + timedelta(seconds=self.cooldown)
+        ) or (
+            s.state == "half_open"
+            and s.probe_started_at is not None
+            and s.now >= s.probe_started_at + timedelta(seconds=self.probe_timeout)
+        )
+        if not due:
+            return None
+        return dataclasses.replace(s, state="half_open", probe_owner=self.owner, probe_started_at=s.now)
+
+    def _local_fail(self, s: BreakerState, error: str) -> BreakerState:
+        opens = s.state == "half_open" or (s.state == "closed" and s.failures + 1 >= self.threshold)
+        return dataclasses.replace(
+            s,
+            failures=s.failures + 1,
+            state="open" if opens else s.state,
+            opened_at=s.now if opens else s.opened_at,
+            probe_owner=None if s.state == "half_open" else s.probe_owner,
+            last_error=error,
+        )
+
+    def _local_succeed(self, s: BreakerState) -> BreakerState | None:
+        if not ((s.state == "half_open" and s.probe_owner == self.owner) or (s.state == "closed" and s.failures > 0)):
+            return None
+        return dataclasses.replace(
+            s,
+            failures=0,
+            state="closed" if s.state == "half_open" else s.state,
+            opened_at=None if s.state == "half_open" else s.opened_at,
+            probe_owner=None,
+            probe_started_at=None,
         )
 
     def close(self) -> None:

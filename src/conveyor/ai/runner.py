@@ -45,6 +45,7 @@ from conveyor.ai.errors import AIStepFailed, BreakerOpen, ModelCallError
 from conveyor.ai.models.base import ModelInput, Prediction, StepModel
 from conveyor.ai.retries import RetryPolicy
 from conveyor.ai.sharding import ShardClaims
+from conveyor.ledger.faults import patiently
 from conveyor.ledger.leases import Holder
 from conveyor.ledger.records import decode_json_columns
 from conveyor.ledger.statuses import Status
@@ -230,8 +231,9 @@ class AIStepRunner:
         if not model.remote:
             return await model.predict_many(inputs)
         version = self.task.version
+        hashes = [i.input_hash for i in inputs]
         hits = await asyncio.to_thread(
-            self.cache.get_many, model.key, version, [i.input_hash for i in inputs]
+            patiently, lambda: self.cache.get_many(model.key, version, hashes), what="reading the result cache"
         )
         first: dict[str, ModelInput] = {}
         for i in inputs:
@@ -415,7 +417,8 @@ class AIStepRunner:
             )
             self.stats["moved"] += len(result.moved)
             if result.not_moved:
-                # Another worker moved them first: their result stands, ours is not written.
+                # Another worker moved them first (or this commit's own first try did, its
+                # acknowledgement lost in a ledger restart): their result stands.
                 self.stats["raced"] += len(result.not_moved)
                 log.warning(
                     "%d item(s) were moved by someone else meanwhile: %s",
@@ -424,6 +427,12 @@ class AIStepRunner:
                 )
         if self.claims is not None:  # moved (or raced): no sibling would claim them, the lease is moot
             self.claims.release([*outcome.passed, *outcome.review])
+
+    def _commit_patiently(self, outcome: _Outcome, chunk: int | str) -> None:
+        """Commit, waiting out a ledger restart: each move is guarded by ``from_status``, so a
+        commit whose acknowledgement was lost moves nothing the second time (its items count as
+        raced) and no answer is ever lost or paid for twice."""
+        patiently(lambda: self._commit(outcome), what=f"committing chunk {chunk}")
 
     # -- the run -----------------------------------------------------------------------------
 
@@ -436,7 +445,9 @@ class AIStepRunner:
         claims = self.claims
         if claims is None:
             ids = await asyncio.to_thread(
-                self.ledger.item_ids, workflow=c.workflow, run_id=c.run_id, status=c.from_status
+                patiently,
+                lambda: self.ledger.item_ids(workflow=c.workflow, run_id=c.run_id, status=c.from_status),
+                what="listing the run's waiting items",
             )
         else:
             first = await asyncio.to_thread(claims.next_chunk, self._load)
@@ -484,7 +495,11 @@ class AIStepRunner:
                 return asyncio.create_task(
                     claimed_first() if n == 0 else asyncio.to_thread(claims.next_chunk, self._load)
                 )
-            return asyncio.create_task(asyncio.to_thread(self._load, chunks[n])) if n < len(chunks) else None
+            if n >= len(chunks):
+                return None
+            return asyncio.create_task(
+                asyncio.to_thread(patiently, lambda: self._load(chunks[n]), what=f"reading chunk {n + 1}")
+            )
 
         # The next chunk is read while this one is answered, judged and committed: the ledger's
         # round trip and the payloads' JSON parsing overlap the model's work.
@@ -504,12 +519,13 @@ class AIStepRunner:
                 inputs, input_errors = await asyncio.to_thread(self._render, views, hashed)
                 answers = await self._predict(list(inputs.values()))
                 predictions = dict(zip(inputs, answers, strict=True))
-                await asyncio.to_thread(self._flush_cache)  # before anything moves: never paid twice
+                # Before anything moves: never paid twice. An upsert, so it may wait for the ledger.
+                await asyncio.to_thread(patiently, self._flush_cache, what="writing the result cache")
                 outcome = self._judge(views, inputs, input_errors, predictions)
                 self._tally(outcome)
                 if committing is not None:
                     await committing
-                committing = asyncio.create_task(asyncio.to_thread(self._commit, outcome))
+                committing = asyncio.create_task(asyncio.to_thread(self._commit_patiently, outcome, number))
                 log.info(
                     "chunk %d: %d item(s): %d passed, %d to review, %d deferred, %d not processed; "
                     "%d call(s) so far, %d cache hit(s).",
@@ -590,7 +606,7 @@ class AIStepRunner:
             )
         if self.deferred:
             # Tolerated: the few items the model never answered go to a person, not back to waiting.
-            await asyncio.to_thread(self._commit, _Outcome(review=self.deferred))
+            await asyncio.to_thread(self._commit_patiently, _Outcome(review=self.deferred), "of deferred items")
             self.stats["review"] += len(self.deferred)
         return self.summary(started)
 

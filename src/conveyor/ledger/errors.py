@@ -10,7 +10,12 @@ class LedgerError(Exception):
 
 
 class LedgerUnavailable(LedgerError):
-    """The ledger database cannot be reached; the message names the host, never the password."""
+    """The ledger database cannot be reached, or was lost mid-transaction (a restart, a crash).
+
+    Transient by definition: a task that meets it fails and Airflow retries it; the API answers
+    503 with ``Retry-After``; no item is ever marked failed for it. The message names the host,
+    never the password.
+    """
 
 
 class UnknownItem(LedgerError):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -20,7 +21,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from conveyor.ledger import leases, migrate, receiving
+from conveyor.ledger import faults, leases, migrate, receiving
 from conveyor.ledger import workflows as declarations
 from conveyor.ledger.connection import describe, resolve_dsn
 from conveyor.ledger.errors import IllegalTransition, LedgerUnavailable, UnknownItem
@@ -254,31 +255,59 @@ class Ledger:
     """
 
     def __init__(
-        self, dsn: str | None = None, *, conn_id: str | None = None, application_name: str = "conveyor"
+        self,
+        dsn: str | None = None,
+        *,
+        conn_id: str | None = None,
+        application_name: str = "conveyor",
+        reconnect_seconds: float = 0.0,
     ) -> None:
         from conveyor import config
 
         self.dsn = resolve_dsn(dsn, conn_id=conn_id or config.ledger_conn_id())
         self.application_name = application_name
+        self.reconnect_seconds = reconnect_seconds
 
     # -- connections -------------------------------------------------------------------------
 
     def __repr__(self) -> str:
         return f"Ledger({describe(self.dsn)})"
 
+    def _open(self) -> psycopg.Connection:
+        """A new connection; while the server refuses (restarting, recovering from a crash) it is
+        tried again for up to ``reconnect_seconds``, so a task rides out a short restart."""
+        deadline = time.monotonic() + self.reconnect_seconds
+        delay = 0.25
+        while True:
+            try:
+                return psycopg.connect(
+                    self.dsn, application_name=self.application_name, connect_timeout=10, autocommit=False
+                )
+            except psycopg.OperationalError as exc:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise LedgerUnavailable(
+                        f"cannot reach the ledger database at {describe(self.dsn)}: {faults.first_line(exc)}"
+                    ) from None
+                time.sleep(min(delay, left))
+                delay = min(delay * 2, 2.0)
+
     @contextmanager
     def connect(self) -> Iterator[psycopg.Connection]:
-        """A connection to the ledger; commits on success, rolls back on error."""
-        try:
-            conn = psycopg.connect(
-                self.dsn, application_name=self.application_name, connect_timeout=10, autocommit=False
-            )
-        except psycopg.OperationalError as exc:
-            first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise LedgerUnavailable(f"cannot reach the ledger database at {describe(self.dsn)}: {first_line}") from None
+        """A connection to the ledger; commits on success, rolls back on error.
+
+        A connection lost inside the block (the server restarted or crashed) raises
+        :class:`LedgerUnavailable`, the ledger's one error for "away, try again later"; whatever the
+        transaction had done is rolled back by the server.
+        """
+        conn = self._open()
         try:
             with conn:
                 yield conn
+        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            raise LedgerUnavailable(
+                f"lost the ledger database at {describe(self.dsn)}: {faults.first_line(exc)}"
+            ) from exc
         finally:
             conn.close()
 

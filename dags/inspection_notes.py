@@ -35,9 +35,11 @@ with DAG(
         doc_md=recovery(Recovery.RETRY, why="a file still being written shows up on the next try"),
     )
     validate = ValidationGateOperator(
-        task_id="validate", workflow=INSPECTIONS, suite="inspection_notes", retries=0, max_exception_rate=0.2,
+        task_id="validate", workflow=INSPECTIONS, suite="inspection_notes", max_exception_rate=0.2,
         source="{{ ti.xcom_pull(task_ids='extract') }}", max_age=3,
-        doc_md=recovery(Recovery.MANUAL_INTERVENTION, why="bad data is fixed in the feed, bad rows by a person"),
+        doc_md=recovery(Recovery.MANUAL_INTERVENTION, Recovery.RETRY,
+                        why="bad data fails at once and is fixed in the feed, bad rows by a person; a ledger "
+                            "outage is retried"),
     )
     review_inputs = HumanReviewSensor(task_id="review_inputs", workflow=INSPECTIONS, escalation="proceed",
                                       timeout=int(timedelta(hours=1).total_seconds()), doc_md=PERSON)

@@ -96,9 +96,9 @@ with DAG(
         suite="invoice_fields",
         source="ledger",  # the fields extract_fields wrote: extracted -> validated | quarantined
         max_exception_rate=0.3,
-        retries=0,
-        doc_md=recovery(Recovery.MANUAL_INTERVENTION, why="an invoice whose numbers do not add up is "
-                        "quarantined for a person; retrying cannot fix it"),
+        doc_md=recovery(Recovery.MANUAL_INTERVENTION, Recovery.RETRY,
+                        why="an invoice whose numbers do not add up is quarantined for a person (a bad batch "
+                            "fails at once, without retries); a ledger outage is retried"),
     )
     review_invalid = review("review_invalid", why="a person accepts or rejects invoices that failed validation")
     classify_spend = AIStepOperator(

@@ -21,9 +21,10 @@ from datetime import timedelta
 import pendulum
 from airflow.sdk import DAG, Param
 from airflow.sdk.definitions.callback import AsyncCallback
-from airflow.sdk.definitions.deadline import DeadlineAlert, DeadlineReference
+from airflow.sdk.definitions.deadline import DeadlineAlert
 
 from conveyor import (
+    RUN_QUEUED_AT,
     AIStepOperator,
     HumanReviewSensor,
     PromoteItemsOperator,
@@ -62,8 +63,9 @@ with DAG(
                                           "many days before the run (null: no freshness check)."),
     },
     # The report is due at 08:00, two hours after the 06:00 run was queued: tell a person when not.
+    # RUN_QUEUED_AT is DAGRUN_QUEUED_AT under a name Airflow 3.3.2's clear does not trip over.
     deadline=DeadlineAlert(
-        reference=DeadlineReference.DAGRUN_QUEUED_AT,
+        reference=RUN_QUEUED_AT,
         interval=timedelta(hours=2),
         callback=AsyncCallback(deadline_missed, kwargs={"workflow": WORKFLOW.name, "deadline": "08:00"}),
     ),
@@ -81,9 +83,9 @@ with DAG(
         source="{{ ti.xcom_pull(task_ids='extract') }}",
         max_age="{{ params.max_age_days }}",
         max_exception_rate=0.2,  # more than 1 row in 5 failing: the feed is broken, fail the run
-        retries=0,
-        doc_md=recovery(Recovery.MANUAL_INTERVENTION, why="bad data is not fixed by retrying: fix the feed "
-                        "and clear the task; bad rows wait on the review queue"),
+        doc_md=recovery(Recovery.MANUAL_INTERVENTION, Recovery.RETRY,
+                        why="bad data fails the run at once, without retries: fix the feed and clear the task; "
+                            "bad rows wait on the review queue. A ledger outage is retried"),
     )
     review_inputs = HumanReviewSensor(
         task_id="review_inputs",

@@ -60,6 +60,7 @@ _EXPORTS: dict[str, str] = {
     "recovery": "conveyor.recovery_doc",
     "default_args": "conveyor.dag_defaults",
     "deadline_missed": "conveyor.monitoring.task_alerts",
+    "RUN_QUEUED_AT": "conveyor.monitoring.deadlines",
     # the health check (the workflow_health DAG)
     "measure_health": "conveyor.monitoring.tasks",
     "evaluate_health": "conveyor.monitoring.tasks",
@@ -99,6 +100,7 @@ __all__ = [
     "Prediction",
     "PromoteItemsOperator",
     "PublishOperator",
+    "RUN_QUEUED_AT",
     "Recovery",
     "Required",
     "ReviewField",
@@ -142,6 +144,7 @@ if TYPE_CHECKING:
     from conveyor.intake.operators import InboxIntakeOperator, SnapshotExtractOperator
     from conveyor.ledger.statuses import Status
     from conveyor.ledger.store import ItemUpdate, Ledger, NewItem
+    from conveyor.monitoring.deadlines import RUN_QUEUED_AT
     from conveyor.monitoring.task_alerts import deadline_missed
     from conveyor.monitoring.tasks import evaluate_health, measure_health, notify_health
     from conveyor.recovery_doc import Recovery, recovery

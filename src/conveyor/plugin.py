@@ -10,6 +10,7 @@ from typing import Any
 
 from airflow.plugins_manager import AirflowPlugin
 
+from conveyor.monitoring.deadlines import RunQueuedAt
 from conveyor.monitoring.views import external_views as health_views
 from conveyor.review import webapp
 
@@ -24,3 +25,5 @@ class ConveyorPlugin(AirflowPlugin):
     # "conveyor.monitoring.api:create_router" in webapp.ROUTER_FACTORIES.
     external_views: list[dict[str, Any]] = webapp.external_views() + health_views(webapp.base_url_path)
     listeners: list[Any] = []
+    # The bundled workflows' deadline reference (a failed run with an open deadline can be cleared).
+    deadline_references: list[Any] = [RunQueuedAt]

@@ -21,7 +21,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from conveyor.ledger import faults, leases, migrate, receiving
+from conveyor.ledger import alerts_sent, faults, leases, migrate, receiving
 from conveyor.ledger import workflows as declarations
 from conveyor.ledger.connection import describe, resolve_dsn
 from conveyor.ledger.errors import IllegalTransition, LedgerUnavailable, UnknownItem
@@ -620,6 +620,18 @@ class Ledger:
                 "SELECT pg_notify(%s, %s::text || chr(31) || r) FROM unnest(%s::text[]) AS r",
                 (self.REVIEW_CHANNEL, workflow, runs),
             )
+
+    # -- alerts sent once ----------------------------------------------------------------------
+
+    def claim_alert(self, key: str, subject: str, *, sent_by: str | None = None) -> bool:
+        """Claim the right to send the alert ``key``: True once, False for every later claim."""
+        with self.connect() as conn:
+            return alerts_sent.claim(conn, key, subject, sent_by)
+
+    def release_alert(self, key: str) -> None:
+        """Give an alert's claim back (its sending failed): the next reporter of it sends."""
+        with self.connect() as conn:
+            alerts_sent.release(conn, key)
 
     # -- idempotency keys --------------------------------------------------------------------
 

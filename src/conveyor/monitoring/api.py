@@ -76,7 +76,9 @@ def _workflow(name: str, ledger: Ledger | None = None) -> str:
 
 
 def _unavailable(exc: LedgerUnavailable) -> HTTPException:
-    return HTTPException(status_code=503, detail=str(exc))
+    from conveyor.review.webapp import RETRY_AFTER_SECONDS
+
+    return HTTPException(status_code=503, detail=str(exc), headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
 
 
 @router.get("/api/metrics")

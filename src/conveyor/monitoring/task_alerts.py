@@ -37,16 +37,61 @@ def failure_message(context: Mapping[str, Any]) -> tuple[str, str]:
     return subject, "\n".join(lines)
 
 
+def failure_key(context: Mapping[str, Any]) -> str:
+    """The one key of a task failure: the same try of the same task instance is one failure, however
+    many Airflow components report it."""
+    ti = context["ti"]
+    run_id = context.get("run_id") or getattr(context.get("dag_run"), "run_id", "?")
+    map_index = getattr(ti, "map_index", -1)
+    return f"task-failure/{ti.dag_id}/{run_id}/{ti.task_id}/{map_index}/{ti.try_number}"
+
+
 def alert_on_failure(context: Mapping[str, Any]) -> None:
-    """Tell a person that a step failed. Never raises: a broken alert channel is logged."""
+    """Tell a person that a step failed, once per failed try. Never raises: a broken alert channel is
+    logged.
+
+    A try is reported by whichever Airflow component sees the failure: the task's own process, and
+    the scheduler when the worker was lost, sometimes both. The first to claim the failure's key in
+    the ledger sends; the others stay quiet. With the ledger unreachable the alert goes out anyway:
+    twice is better than never.
+    """
     from conveyor.monitoring.notifiers import notify_people
 
     subject, text = failure_message(context)
+    key = failure_key(context)
+    claimed = _claim(key, subject)
+    if claimed is False:
+        log.info("failure alert already sent by another reporter of the same failure: %s", subject)
+        return
     try:
         sent = notify_people(subject, text, context)
         log.info("failure alert sent on %s: %s", ", ".join(sent), subject)
     except Exception:
         log.exception("could not send the failure alert %r; its text was:\n%s", subject, text)
+        if claimed:
+            _release(key)
+
+
+def _claim(key: str, subject: str) -> bool | None:
+    """True: ours to send; False: already sent; None: the ledger cannot say (send anyway)."""
+    import socket
+
+    from conveyor.ledger import Ledger
+
+    try:
+        return Ledger(application_name="conveyor-alerts").claim_alert(key, subject, sent_by=socket.gethostname())
+    except Exception as exc:  # no ledger here, or it is away: the person must still hear of it
+        log.warning("cannot record the alert in the ledger (%s); sending it anyway", exc)
+        return None
+
+
+def _release(key: str) -> None:
+    from conveyor.ledger import Ledger
+
+    try:
+        Ledger(application_name="conveyor-alerts").release_alert(key)
+    except Exception as exc:
+        log.warning("cannot release the alert's claim %s: %s", key, exc)
 
 
 async def deadline_missed(workflow: str, deadline: str, context: Mapping[str, Any] | None = None,

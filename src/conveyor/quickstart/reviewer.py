@@ -57,6 +57,8 @@ class ScriptedReviewer(threading.Thread):
         self.decisions: dict[str, int] = {}
         self.signoffs = 0
         self.errors: list[str] = []
+        #: answers "503: the ledger is unavailable": a person waits and tries again on the next pass
+        self.unavailable = 0
 
     def stop(self) -> None:
         self.stopped.set()
@@ -76,6 +78,9 @@ class ScriptedReviewer(threading.Thread):
     def _review(self, client: Any) -> None:
         page = client.get("/conveyor/api/review/queue",
                           params={"workflow": self.run_spec.workflow, "run_id": self.run_id, "limit": 200})
+        if page.status_code == 503:
+            self.unavailable += 1
+            return
         page.raise_for_status()
         for item in page.json()["items"]:
             decision = self.run_spec.policy(item)
@@ -89,6 +94,8 @@ class ScriptedReviewer(threading.Thread):
                                    json=body)
             if response.status_code == 200:
                 self.decisions[action] = self.decisions.get(action, 0) + 1
+            elif response.status_code == 503:  # the ledger is restarting: decide it on the next pass
+                self.unavailable += 1
             elif response.status_code != 409:  # 409: decided meanwhile, fine
                 response.raise_for_status()
 

@@ -172,7 +172,11 @@ def get_queue() -> ReviewQueue:
     try:
         return ReviewQueue(Ledger(application_name="conveyor-api"))
     except LedgerUnavailable as exc:
-        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, str(exc)) from None
+        from conveyor.review.webapp import RETRY_AFTER_SECONDS
+
+        raise HTTPException(
+            status.HTTP_503_SERVICE_UNAVAILABLE, str(exc), headers={"Retry-After": str(RETRY_AFTER_SECONDS)}
+        ) from None
 
 
 QueueDep = Annotated[ReviewQueue, Depends(get_queue)]

@@ -36,6 +36,9 @@ ROUTER_FACTORIES: list[str] = [
 #: runs Airflow's FastAPI app in-process, or a custom ASGI launcher); ``0`` never builds it.
 ENV_FORCE = "CONVEYOR_API_APP"
 
+#: What a 503 answer asks a client to wait while the ledger is away (a restart takes a few seconds).
+RETRY_AFTER_SECONDS = 5
+
 #: Where the review page lives, relative to the API server's base URL.
 REVIEW_PAGE_PATH = f"{URL_PREFIX}/review/"
 
@@ -90,6 +93,23 @@ def create_app(router_factories: Sequence[str] | None = None) -> FastAPI:
     @app.get("/redoc", include_in_schema=False)
     def redoc_docs() -> HTMLResponse:
         return get_redoc_html(openapi_url=schema_url, title="Conveyor API")
+
+    import psycopg
+
+    from conveyor.ledger.errors import LedgerUnavailable
+    from conveyor.ledger.faults import first_line
+
+    async def ledger_away(request: Request, exc: Exception) -> JSONResponse:
+        # The ledger restarting or crashed is transient: the client tries again, nothing was half-done
+        # (every decision is one transaction). Never a 500 and a traceback.
+        return JSONResponse(
+            {"detail": f"the ledger is unavailable, try again shortly: {first_line(exc)}"},
+            status_code=503,
+            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+        )
+
+    for away in (LedgerUnavailable, psycopg.OperationalError, psycopg.InterfaceError):
+        app.add_exception_handler(away, ledger_away)
 
     @app.exception_handler(HTTPException)
     async def login_for_pages(request: Request, exc: HTTPException) -> Any:

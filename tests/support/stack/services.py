@@ -7,11 +7,14 @@ gives them back. The S3 API is a ``moto_server`` process the stack starts itself
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from psycopg.conninfo import conninfo_to_dict
 
 from tests.support import postgres
+
+if TYPE_CHECKING:
+    from tests.support.own_postgres import OwnPostgres
 
 REDIS_HOST = "127.0.0.1"
 REDIS_PORT = 6379
@@ -30,10 +33,13 @@ class Databases:
 
     :param metadata: name of the Airflow metadata database.
     :param ledger: name of the ledger database.
+    :param ledger_server: a PostgreSQL of the stack's own for the ledger (so a test can restart and
+        crash it, as production meets it); None: the machine's server, like the metadata DB.
     """
 
     metadata: str
     ledger: str
+    ledger_server: OwnPostgres | None = None
 
     @property
     def metadata_url(self) -> str:
@@ -43,6 +49,8 @@ class Databases:
     @property
     def ledger_dsn(self) -> str:
         """libpq URI of the ledger DB."""
+        if self.ledger_server is not None:
+            return self.ledger_server.dsn()
         return postgres.dsn_for(self.ledger)
 
     def ledger_settings_env(self) -> dict[str, str]:
@@ -51,7 +59,7 @@ class Databases:
         return {
             "CONVEYOR_LEDGER_HOST": str(parts.get("host") or "127.0.0.1"),
             "CONVEYOR_LEDGER_PORT": str(parts.get("port") or 5432),
-            "CONVEYOR_LEDGER_DB": self.ledger,
+            "CONVEYOR_LEDGER_DB": str(parts.get("dbname") or self.ledger),
             "CONVEYOR_LEDGER_USER": str(parts.get("user") or "postgres"),
             "CONVEYOR_LEDGER_PASSWORD": str(parts.get("password") or ""),
         }
@@ -62,13 +70,17 @@ class Databases:
         from tests.support.airflow_env import create_metadata_db
 
         create_metadata_db(self.metadata)
-        postgres.create_database(self.ledger)
+        if self.ledger_server is None:
+            postgres.create_database(self.ledger)
         Ledger(self.ledger_dsn).upgrade()
 
     def drop(self) -> None:
         """Drop both databases (closing any connection left to them)."""
         postgres.drop_database(self.metadata)
-        postgres.drop_database(self.ledger)
+        if self.ledger_server is not None:
+            self.ledger_server.close()
+        else:
+            postgres.drop_database(self.ledger)
 
 
 def claim_redis_db(owner: str, seed: int) -> int:

@@ -12,6 +12,7 @@ share no disk, so whatever one task leaves for another goes through object stora
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 import secrets
@@ -22,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import psutil
@@ -32,6 +33,9 @@ from tests.support.stack import config, services
 from tests.support.stack.polling import StackError, wait_until
 from tests.support.stack.process import Component, marked_processes
 from tests.support.stack.rest import StackApi
+
+if TYPE_CHECKING:
+    from tests.support.own_postgres import OwnPostgres
 
 BIN = Path(sys.executable).parent
 DEFAULT_QUEUE = "default"  # [operators] default_queue
@@ -89,6 +93,8 @@ class NativeStack(StackApi):
         self.id = f"stack-{os.getpid()}-{next(self._numbers)}"
         suffix = self.id.removeprefix("stack-").replace("-", "_")
         self.databases = services.Databases(metadata=f"airflow_stack_{suffix}", ledger=f"conveyor_stack_{suffix}")
+        #: the ledger's own PostgreSQL (set by start()): fault tests restart and crash it
+        self.ledger_server: OwnPostgres | None = None
         self.api_port = free_port()
         self.s3_endpoint = f"http://127.0.0.1:{free_port()}"
         super().__init__(
@@ -173,6 +179,12 @@ class NativeStack(StackApi):
 
     def _claim_services(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
+        from tests.support.own_postgres import OwnPostgres
+
+        # The ledger on a server of its own, as in production: a test may restart or crash it
+        # without touching the metadata DB or anyone else's databases.
+        self.ledger_server = OwnPostgres(self.id)
+        self.databases = dataclasses.replace(self.databases, ledger_server=self.ledger_server)
         self.databases.create()
         self.redis_db = services.claim_redis_db(self.id, os.getpid())
         self._shared_env = config.shared_environment(

@@ -47,7 +47,9 @@ class SnapshotExtractOperator(LedgerStepOperator):
     """Copy the extract at ``source`` into ``<storage_base>/landing/<workflow>/<run>/``.
 
     A missing or empty file fails at once and without retries: nothing downstream runs on
-    nothing. A re-run of the same run keeps the first snapshot.
+    nothing. A re-run of the same run keeps the first snapshot, unless the gate rejected it: then
+    the feed was fixed (the recovery of a rejected batch is "fix the feed, clear the run") and the
+    file is taken again.
 
     :param workflow: the workflow (names the landing folder).
     :param source: the upstream file (templated): a URL, an absolute path, or a path under the
@@ -70,8 +72,17 @@ class SnapshotExtractOperator(LedgerStepOperator):
         if source.stat().st_size == 0:
             raise AirflowFailException(f"extract {source} is empty (0 bytes): the feed delivered nothing")
         target = landing(self.workflow, context["run_id"]) / source.name
-        if target.exists():
+        rejected = self.ledger(context).rejected_batches(self.workflow, context["run_id"]) if target.exists() else []
+        if target.exists() and not rejected:
             self.log.info("Snapshot %s already taken for this run; keeping it.", target)
+        elif rejected:
+            # The recovery of a rejected feed is "fix the feed, clear the run": the snapshot the
+            # gate refused is replaced by what the feed holds now (the gate checks it again).
+            storage.copy(source, target)
+            self.log.warning(
+                "The gate rejected this run's snapshot (%s); the feed at %s is taken again into %s.",
+                "; ".join(f"{b['step']}: {b['reason']}" for b in rejected), source, target,
+            )
         else:
             storage.copy(source, target)
             self.log.info("Snapshot of %s taken at %s.", source, target)

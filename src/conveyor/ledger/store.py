@@ -751,6 +751,15 @@ class Ledger:
                 (workflow, run_id, step),
             ).fetchone()
 
+    def rejected_batches(self, workflow: str, run_id: str) -> list[dict[str, Any]]:
+        """The run's batches a gate rejected (``quarantined``) or refused as a repeat, with their reasons."""
+        with self.connect() as conn, conn.cursor(row_factory=dict_row) as cur:
+            return cur.execute(
+                "SELECT step, status, source, reason, updated_at FROM conveyor.batches"
+                " WHERE workflow = %s AND run_id = %s AND status IN ('quarantined', 'repeated') ORDER BY step",
+                (workflow, run_id),
+            ).fetchall()
+
     # -- reads -------------------------------------------------------------------------------
 
     def get(self, item_id: str) -> Item:

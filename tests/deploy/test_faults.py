@@ -167,5 +167,6 @@ run has its 2-hour deadline still open, which Airflow 3.3.2's clear trips over w
         assert run["state"] == "success"
         done = effects(stack, failed)
         assert set(done["statuses"]) <= {"published", "rejected"}, done["statuses"]
-        assert [row[2] for row in done["outbox"] if row[1] == "publish_report"] == ["done"]  # published once
+        report = f"{SUPPLIER}:report:{failed.run_id}"
+        assert [row[2] for row in done["outbox"] if row[0] == report] == ["done"]  # published once
         assert len([k for k in done["reports"] if f"/{failed.run_id.replace(':', '_')}/" in k]) == 2

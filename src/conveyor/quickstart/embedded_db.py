@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from urllib.parse import quote
 
-from conveyor.ledger.connection import conveyor_home
+from conveyor.ledger.connection import conveyor_home, remember_home
 
 DATABASES = ("conveyor", "airflow")
 
@@ -57,6 +57,8 @@ def main() -> int:
     env = environment(socket_dir)
     # The CLI finds the embedded ledger through this file when nothing else is configured.
     (home / "ledger.dsn").write_text(env["CONVEYOR_LEDGER_DSN"] + "\n")
+    # ...and from any other directory through the user-level record of the last quickstart's home.
+    remember_home(home)
     for key, value in env.items():
         print(f"export {key}={shlex.quote(value)}")
     return 0

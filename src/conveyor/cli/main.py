@@ -26,6 +26,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "conveyor.cli.lint",
     "conveyor.cli.review",
     "conveyor.cli.metrics",
+    "conveyor.cli.deliveries",
 )
 
 #: Commands that only read: an unknown ``--workflow`` is an error (exit 3) for them.

@@ -20,9 +20,10 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from conveyor.ledger import leases, migrate, receiving
+from conveyor.ledger import deliveries, leases, migrate, receiving
 from conveyor.ledger import workflows as declarations
 from conveyor.ledger.connection import describe, resolve_dsn
+from conveyor.ledger.deliveries import Delivery, OutboxEntry
 from conveyor.ledger.errors import IllegalTransition, LedgerUnavailable, UnknownItem
 from conveyor.ledger.lookup import filters as _filters
 from conveyor.ledger.lookup import items_query
@@ -709,6 +710,16 @@ class Ledger:
                 "SELECT * FROM conveyor.batches WHERE workflow = %s AND run_id = %s AND step = %s",
                 (workflow, run_id, step),
             ).fetchone()
+
+    def deliveries(self, workflow: str, *, run_id: str | None = None, limit: int = 50) -> list[Delivery]:
+        """Every input the workflow's gates saw (accepted, rejected, repeated, empty), newest first."""
+        with self.connect() as conn:
+            return deliveries.read_deliveries(conn, workflow, run_id, limit)
+
+    def outbox(self, workflow: str, *, run_id: str | None = None, limit: int = 100) -> list[OutboxEntry]:
+        """What the workflow published or applied once (and what was begun), newest first."""
+        with self.connect() as conn:
+            return deliveries.read_outbox(conn, workflow, run_id, limit)
 
     # -- reads -------------------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from conveyor.ledger import deliveries, leases, migrate, receiving
+from conveyor.ledger import deliveries, leases, migrate, receiving, reviewed
 from conveyor.ledger import workflows as declarations
 from conveyor.ledger.connection import describe, resolve_dsn
 from conveyor.ledger.deliveries import Delivery, OutboxEntry
@@ -30,6 +30,7 @@ from conveyor.ledger.lookup import items_query
 from conveyor.ledger.receiving import Route
 from conveyor.ledger.records import ITEM_COLUMNS as _ITEM_COLUMNS
 from conveyor.ledger.records import ITEM_TEXT_COLUMNS, TRANSITION_COLUMNS, Item, TransitionRecord, items_from_text_rows
+from conveyor.ledger.reviewed import ReviewDecision
 from conveyor.ledger.statuses import as_statuses
 from conveyor.workflow import Workflow
 
@@ -720,6 +721,11 @@ class Ledger:
         """What the workflow published or applied once (and what was begun), newest first."""
         with self.connect() as conn:
             return deliveries.read_outbox(conn, workflow, run_id, limit)
+
+    def review_decisions(self, workflow: str, run_id: str) -> dict[str, ReviewDecision]:
+        """item id -> the last decision a person made on it, for the run's items."""
+        with self.connect() as conn:
+            return reviewed.read_review_decisions(conn, workflow, run_id)
 
     # -- reads -------------------------------------------------------------------------------
 

@@ -102,3 +102,13 @@ def test_the_outbox_of_a_workflow_is_read_by_index(ledger):
             " ORDER BY split_part(item_id, ':', 1), claimed_at DESC LIMIT 100", ("wf_7",)).fetchone()[0])
         assert "effects_workflow_claimed" in plan and "Sort" not in plan
         assert len(read_outbox(conn, "wf_7", None, 100)) == 100
+
+
+def test_metrics_of_a_run_whose_batch_was_refused_says_why(records):
+    result = run("metrics", "--workflow", WF, "--run", "run-2", dsn=records)
+
+    assert result.returncode == 0, result.stderr
+    assert ("input rejected  at step validate of run run-2: column 'supplier_id' missing; found 'vendor_id'"
+            " (similar) (conveyor batches --workflow supplier_exceptions --run 'run-2')") in result.stdout
+    data = json.loads(run("metrics", "--workflow", WF, "--run", "run-4", "--json", dsn=records).stdout)
+    assert [b["outcome"] for b in data["workflows"][0]["refused_batches"]] == ["empty"]

@@ -27,6 +27,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "conveyor.cli.review",
     "conveyor.cli.metrics",
     "conveyor.cli.deliveries",
+    "conveyor.cli.ui",
 )
 
 #: Commands that only read: an unknown ``--workflow`` is an error (exit 3) for them.

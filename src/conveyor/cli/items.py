@@ -137,16 +137,7 @@ def run_progress(ledger: Ledger, run_id: str, workflow: str | None) -> list[str]
     from conveyor.ledger.errors import UnknownWorkflow
     from conveyor.ledger.statuses import REVIEW_STATUSES, STOPPED_STATUSES
 
-    query = "SELECT workflow, status, count(*) FROM conveyor.items WHERE run_id = %s"
-    params: list[str] = [run_id]
-    if workflow:
-        query += " AND workflow = %s"
-        params.append(workflow)
-    with ledger.connect() as conn:
-        rows = conn.execute(query + " GROUP BY 1, 2", params).fetchall()
-    per_workflow: dict[str, dict[str, int]] = {}
-    for name, status, count in rows:
-        per_workflow.setdefault(name, {})[status] = count
+    per_workflow = ledger.counts_by_workflow(run_id, workflow=workflow)
     lines = []
     for name, counts in sorted(per_workflow.items()):
         try:

@@ -784,6 +784,18 @@ class Ledger:
             ).fetchall()
         return {status: count for status, count in rows}
 
+    def counts_by_workflow(self, run_id: str, *, workflow: str | None = None) -> dict[str, dict[str, int]]:
+        """workflow -> status -> items of the run (a run id can be shared by several workflows' DAGs)."""
+        where, params = _filters(workflow, run_id, None)
+        with self.connect() as conn:
+            rows = conn.execute(  # type: ignore[arg-type]
+                f"SELECT workflow, status, count(*) FROM conveyor.items{where} GROUP BY 1, 2", params
+            ).fetchall()
+        out: dict[str, dict[str, int]] = {}
+        for name, status, count in rows:
+            out.setdefault(name, {})[status] = count
+        return out
+
     def item_ids(self, *, workflow: str, run_id: str, status: str | Sequence[str]) -> list[str]:
         """Just the ids (cheap): what a step works on."""
         where, params = _filters(workflow, run_id, status)

@@ -101,6 +101,30 @@ def read_deliveries(conn: psycopg.Connection, workflow: str, run_id: str | None,
     return out
 
 
+@dataclass(frozen=True)
+class EarlierBatch:
+    """Another run's accepted batch of the same input (see :func:`accepted_elsewhere`)."""
+
+    run_id: str
+    at: datetime
+    rows: int | None
+
+
+def accepted_elsewhere(
+    conn: psycopg.Connection, workflow: str, step: str, input_hash: str, run_id: str
+) -> EarlierBatch | None:
+    """The first other run whose gate ``step`` accepted an input with this hash (index ``batches_input``)."""
+    row = conn.execute(
+        "SELECT run_id, updated_at, detail->'summary'->>'rows' FROM conveyor.batches"
+        " WHERE workflow = %s AND step = %s AND input_hash = %s AND run_id <> %s AND status = 'accepted'"
+        " ORDER BY updated_at LIMIT 1",
+        (workflow, step, input_hash, run_id),
+    ).fetchone()
+    if row is None:
+        return None
+    return EarlierBatch(run_id=row[0], at=row[1], rows=int(row[2]) if row[2] is not None else None)
+
+
 _EFFECT_COLUMNS = "e.item_id, e.step, e.state, e.result, e.claimed_by, e.claimed_at, e.completed_at"
 
 

@@ -23,7 +23,7 @@ from psycopg.rows import dict_row
 from conveyor.ledger import deliveries, leases, migrate, receiving, reviewed
 from conveyor.ledger import workflows as declarations
 from conveyor.ledger.connection import describe, resolve_dsn
-from conveyor.ledger.deliveries import Delivery, OutboxEntry
+from conveyor.ledger.deliveries import Delivery, EarlierBatch, OutboxEntry
 from conveyor.ledger.errors import IllegalTransition, LedgerUnavailable, UnknownItem
 from conveyor.ledger.lookup import filters as _filters
 from conveyor.ledger.lookup import items_query
@@ -711,6 +711,11 @@ class Ledger:
                 "SELECT * FROM conveyor.batches WHERE workflow = %s AND run_id = %s AND step = %s",
                 (workflow, run_id, step),
             ).fetchone()
+
+    def accepted_elsewhere(self, workflow: str, step: str, input_hash: str, run_id: str) -> EarlierBatch | None:
+        """The first other run whose gate ``step`` accepted an input with this hash (a re-sent file)."""
+        with self.connect() as conn:
+            return deliveries.accepted_elsewhere(conn, workflow, step, input_hash, run_id)
 
     def deliveries(self, workflow: str, *, run_id: str | None = None, limit: int = 50) -> list[Delivery]:
         """Every input the workflow's gates saw (accepted, rejected, repeated, empty), newest first."""

@@ -70,3 +70,23 @@ def test_importing_a_workflows_code_twice_in_one_process_declares_nothing_twice(
                              render=first_task.render, instructions="something else")
     with pytest.raises(ValueError, match="already registered"):
         register_ai_task(other)
+
+
+def test_check_is_the_public_contract_of_rule_checks_and_its_example_runs():
+    import textwrap
+
+    from conveyor.ai.checks import run_checks
+
+    assert "Check" in conveyor.__all__
+    assert all(isinstance(check, conveyor.Check) for check in (conveyor.Required(("a",)), conveyor.NotVague("a")))
+    doc = conveyor.Check.__doc__ or ""
+    example = textwrap.dedent(doc.split("Example, a draft must name the supplier it was written for::", 1)[1])
+    # The AITask line's "..." stands for the task's other arguments: keep its checks only.
+    example = example.replace("CLASSIFY = AITask(..., checks=(", "CHECKS = (")
+    example = example.replace("NamesSupplier()))", "NamesSupplier())")
+    scope: dict = {}
+    exec(compile(example, "Check.__doc__", "exec"), scope)  # the documented example, as written
+
+    failed = run_checks(scope["CHECKS"], {"category": "late", "draft": "We will chase it."}, {"supplier_name": "Acme"})
+    assert failed == [("names_supplier", "draft does not name the supplier 'Acme'")]
+    assert run_checks(scope["CHECKS"], {"category": "late", "draft": "Acme is late."}, {"supplier_name": "Acme"}) == []

@@ -46,7 +46,8 @@ _EXPORTS: dict[str, str] = {
     "ModelInput": "conveyor.ai.models.base",
     "Prediction": "conveyor.ai.models.base",
     "TextClassifierModel": "conveyor.ai.models.text_classifier",
-    # rule checks on model output
+    # rule checks on model output: the contract and the library's own
+    "Check": "conveyor.ai.checks",
     "Required": "conveyor.ai.checks",
     "NotVague": "conveyor.ai.checks",
     "OneSentence": "conveyor.ai.checks",
@@ -78,6 +79,7 @@ __all__ = [
     "AITask",
     "ApprovalRoutingOperator",
     "ArchiveOperator",
+    "Check",
     "EffectItem",
     "EffectOutcome",
     "Escalation",
@@ -123,6 +125,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from conveyor.ai.checks import (
+        Check,
         InRange,
         LineItemsAddUp,
         Mentions,

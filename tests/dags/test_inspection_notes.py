@@ -102,3 +102,34 @@ def test_a_broken_feed_fails_at_the_gate(runner, ledger, todays_notes, mailbox, 
     assert message in ledger.get_batch(WF, run.run_id, "validate")["reason"]
     assert ledger.count_by_status(workflow=WF) == {}
     assert any("step 'validate' failed" in s for s in mailbox.subjects)
+
+
+def test_a_zero_byte_feed_is_rejected_and_recorded_by_the_gate_and_the_alert_says_where(
+    runner, ledger, mailbox, tmp_path, monkeypatch
+):
+    import html
+    import json
+    import os
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("CONVEYOR_HOME", str(tmp_path / "home"))
+    feed = tmp_path / "notes.csv"
+    feed.write_bytes(b"")
+
+    run, _ = runner.run(WF, {"extract_path": str(feed)}, people=False)
+
+    states = task_states(run)
+    assert run.state == "failed" and states["extract"] == "success" and states["validate"] == "failed", states
+    [delivery] = ledger.deliveries(WF, run_id=run.run_id)
+    assert (delivery.outcome, delivery.step, delivery.kind) == ("empty", "validate", "empty")
+    assert "input file is empty (0 bytes)" in (delivery.reason or "")
+    [body] = [html.unescape(b) for s, b in zip(mailbox.subjects, mailbox.bodies, strict=True)
+              if "step 'validate' failed" in s]  # fmt: skip
+    assert f"conveyor batches --workflow {WF} --run '{run.run_id}'" in body
+    assert "conveyor items --workflow" not in body
+
+    cli = subprocess.run([str(Path(sys.executable).with_name("conveyor")), "batches", "--workflow", WF, "--run",
+                          run.run_id, "--json"], capture_output=True, text=True, env=dict(os.environ), timeout=60)
+    assert cli.returncode == 0, cli.stderr
+    assert [d["outcome"] for d in json.loads(cli.stdout)] == ["empty"]

@@ -43,8 +43,9 @@ def test_queue_lists_waiting_items_as_text_and_json(ledger, capsys):
     assert data["items"][1]["reason"].startswith("expect_column_values_to_not_be_null")
     assert data["items"][0]["age_seconds"] >= 0
 
-    code, out, _ = run_cli(capsys, "--dsn", ledger.dsn, "queue", "--workflow", "nothing_here")
-    assert (code, out.strip()) == (0, "nothing waits for a person in nothing_here")
+    # A workflow the ledger does not know is an error, not an empty queue (issue 26).
+    code, out, err = run_cli(capsys, "--dsn", ledger.dsn, "queue", "--workflow", "nothing_here")
+    assert (code, out) == (3, "") and "unknown workflow 'nothing_here'" in err
 
 
 def test_review_decides_and_reports_exit_codes(ledger, capsys):

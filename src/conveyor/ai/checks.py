@@ -1,9 +1,8 @@
 """Rule checks on a model's parsed output, each returning the reason a reviewer will read.
 
-A check is a small frozen object called with the parsed output and the model input of one item.
-It returns ``None`` when the output passes, else one sentence that names the field, the value and
-the rule (``"draft does not mention the PO number PO-104233"``). An item with any failed check
-goes to review with every reason joined, whatever its confidence.
+:class:`Check` is the contract (public as ``conveyor.Check``); the checks below are the library's
+own. An item with any failed check goes to review with every reason joined, whatever its
+confidence.
 """
 
 from __future__ import annotations
@@ -12,9 +11,57 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, timedelta
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from conveyor.fields import dig
+
+
+@runtime_checkable
+class Check(Protocol):
+    """The contract of a rule check, as ``AITask(checks=(...))`` runs it on each item's answer.
+
+    A check is any callable ``check(output, model_input) -> str | None``, best a small frozen
+    dataclass (its fields are its settings, and its ``repr`` is part of the AI task's fingerprint,
+    so a changed setting is a new version of the task):
+
+    * ``output``: the model's answer for one item, parsed and validated against the task's
+      ``output_schema``, as a dict (with a person's correction merged in when a reviewer corrects it);
+    * ``model_input``: what the task's ``render`` made of the item (the item's payload when a
+      person's correction is checked);
+    * return ``None`` when the answer passes, else one sentence a reviewer can act on, naming the
+      field, the value and the rule;
+    * an optional ``code`` attribute names the check in the item's record (default: the class name).
+
+    A check that raises is reported as a failed check ("check X could not run: ..."), never as a
+    crash of the step. Checks of this module are stored with their settings in the ledger and run
+    again on a reviewer's correction; a check of your own is run by the AI step only (a correction
+    is checked against the output schema and the library's checks).
+
+    Example, a draft must name the supplier it was written for::
+
+        from dataclasses import dataclass
+
+        from conveyor import AITask, Check, Required
+
+        @dataclass(frozen=True)
+        class NamesSupplier:
+            field: str = "draft"
+            code: str = "names_supplier"
+
+            def __call__(self, output, model_input):
+                supplier = str(model_input.get("supplier_name") or "")
+                if supplier and supplier.lower() not in str(output.get(self.field) or "").lower():
+                    return f"{self.field} does not name the supplier {supplier!r}"
+                return None
+
+        assert isinstance(NamesSupplier(), Check)
+        CLASSIFY = AITask(..., checks=(Required(("category", "draft")), NamesSupplier()))
+    """
+
+    def __call__(self, output: Mapping[str, Any], model_input: Mapping[str, Any]) -> str | None:
+        """The reason the answer fails this check, or None when it passes."""
+        ...
+
 
 #: Phrases that say nothing a reviewer or a report reader can act on.
 VAGUE_PHRASES: tuple[str, ...] = (

@@ -15,12 +15,14 @@ if TYPE_CHECKING:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     status = subparsers.add_parser("status", help="where an item is right now")
-    status.add_argument("item", metavar="ITEM", help="item id: <workflow>:<business key>")
+    status.add_argument(
+        "item", metavar="ITEM", help="item id: <workflow>:<business key> (a business key alone when it is unique)"
+    )
     status.add_argument("--json", action="store_true", help="print JSON")
     status.set_defaults(func=run_status)
 
     history = subparsers.add_parser("history", help="every transition of an item")
-    history.add_argument("item", metavar="ITEM")
+    history.add_argument("item", metavar="ITEM", help="item id, or a business key that is unique")
     history.add_argument("--json", action="store_true", help="print JSON")
     history.set_defaults(func=run_history)
 
@@ -61,10 +63,18 @@ def run_status(args: argparse.Namespace) -> int:
         print(f"  reason    {item.reason}")
     if item.confidence is not None:
         print(f"  confidence {item.confidence:.2f}")
-    if item.last_error:
+    if item.last_error and item.last_error != item.reason and _stuck(item.status):
+        # An error an item has since moved past (a gate failure a person corrected) is history,
+        # not where the item is: `conveyor history` keeps it.
         print(f"  last error {item.last_error}")
     print(f"  attempts  {item.attempts}")
     return 0
+
+
+def _stuck(status: str) -> bool:
+    from conveyor.ledger.statuses import REVIEW_STATUSES, STOPPED_STATUSES, Status
+
+    return status in REVIEW_STATUSES or status in STOPPED_STATUSES or status == Status.CORRECTED
 
 
 def run_history(args: argparse.Namespace) -> int:
@@ -127,16 +137,7 @@ def run_progress(ledger: Ledger, run_id: str, workflow: str | None) -> list[str]
     from conveyor.ledger.errors import UnknownWorkflow
     from conveyor.ledger.statuses import REVIEW_STATUSES, STOPPED_STATUSES
 
-    query = "SELECT workflow, status, count(*) FROM conveyor.items WHERE run_id = %s"
-    params: list[str] = [run_id]
-    if workflow:
-        query += " AND workflow = %s"
-        params.append(workflow)
-    with ledger.connect() as conn:
-        rows = conn.execute(query + " GROUP BY 1, 2", params).fetchall()
-    per_workflow: dict[str, dict[str, int]] = {}
-    for name, status, count in rows:
-        per_workflow.setdefault(name, {})[status] = count
+    per_workflow = ledger.counts_by_workflow(run_id, workflow=workflow)
     lines = []
     for name, counts in sorted(per_workflow.items()):
         try:

@@ -3,12 +3,18 @@
 Each module in ``COMMAND_MODULES`` exposes ``register(subparsers)`` and sets ``func`` on its
 parsers; ``func(args)`` returns the exit code. Modules are imported here, so they must keep
 their own heavy imports inside ``func``.
+
+What every command shares is done here, once: the ledger is found from any directory (see
+:func:`conveyor.ledger.connection.locate_home`), a read command's ``--workflow`` is checked
+against the ledger before the command runs (a typo exits 3 with the closest names instead of
+reading as an empty answer), and every command printing a table takes ``--full``.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -20,7 +26,12 @@ COMMAND_MODULES: tuple[str, ...] = (
     "conveyor.cli.lint",
     "conveyor.cli.review",
     "conveyor.cli.metrics",
+    "conveyor.cli.deliveries",
+    "conveyor.cli.ui",
 )
+
+#: Commands that only read: an unknown ``--workflow`` is an error (exit 3) for them.
+READ_COMMANDS = frozenset({"items", "queue", "metrics", "batches", "outbox"})
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -37,13 +48,36 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(subparsers)
+    for command in subparsers.choices.values():
+        if any("--json" in action.option_strings for action in command._actions):
+            command.add_argument("--full", action="store_true", help="print whole texts (reasons are not cut)")
     return parser
+
+
+def _adopt_home() -> None:
+    """Use the quickstart's home found from here when none is configured, so the CLI reads the
+    same ledger from any directory (its ``ledger.dsn``) as from the checkout's root."""
+    from conveyor.ledger.connection import locate_home
+
+    if os.environ.get("CONVEYOR_HOME"):
+        return
+    home = locate_home()
+    if home is not None:
+        os.environ["CONVEYOR_HOME"] = str(home)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    from conveyor.cli import output
+
+    output.FULL = bool(getattr(args, "full", False))
     try:
+        _adopt_home()
+        if args.command in READ_COMMANDS and getattr(args, "workflow", None):
+            from conveyor.ledger.lookup import check_workflow
+
+            check_workflow(args.workflow, args.dsn)
         return int(args.func(args) or 0)
     except (UnknownItem, UnknownWorkflow) as exc:
         print(f"conveyor: {exc}", file=sys.stderr)

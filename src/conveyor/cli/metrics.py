@@ -73,6 +73,11 @@ def collect(args: argparse.Namespace) -> dict[str, Any]:
         health["runs"] = metrics.run_progress(
             ledger, workflow, run_id=args.run_id, as_of=as_of, limit=args.runs
         )
+        if args.run_id:
+            # A batch the gate refused wrote no items, so the run has no progress line: say why.
+            health["refused_batches"] = [
+                d for d in ledger.deliveries(workflow, run_id=args.run_id) if d.outcome != "accepted"
+            ]
         out.append(health)
     alerts = MonitoringStore(ledger).open_alerts(args.workflow)
     return {"as_of": as_of.isoformat(), "workflows": out, "open_alerts": alerts}
@@ -140,6 +145,9 @@ def run_metrics(args: argparse.Namespace) -> int:
                 ],
                 ["run", "done", "progress", "in review", "stopped"],
             )
+        for batch in health.get("refused_batches", []):
+            print(f"  input {batch.outcome:<9} at step {batch.step} of run {batch.run_id}: {batch.reason}"
+                  f" (conveyor batches --workflow {batch.workflow} --run '{batch.run_id}')")  # fmt: skip
         print()
     if data["open_alerts"]:
         print("open alerts:")

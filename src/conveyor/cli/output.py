@@ -9,6 +9,11 @@ from dataclasses import asdict, is_dataclass
 from datetime import datetime
 from typing import Any
 
+#: ``--full``: print whole texts in tables (set by ``conveyor.cli.main`` from the arguments).
+FULL = False
+#: How much of a text a table cell shows without ``--full``.
+CELL_CHARS = 60
+
 
 def to_plain(value: Any) -> Any:
     """Dataclasses and datetimes as JSON-ready values."""
@@ -30,11 +35,14 @@ def print_json(value: Any) -> None:
 
 def print_table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> None:
     cells = [[_cell(c) for c in row] for row in rows]
+    cut = not FULL and any(len(str(c).replace("\n", " ")) > CELL_CHARS for row in rows for c in row if c is not None)
     widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
     line = "  ".join(h.upper().ljust(w) for h, w in zip(headers, widths, strict=True))
     print(line.rstrip())
     for row in cells:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    if cut:
+        print(f"(texts longer than {CELL_CHARS} characters are cut: --full prints them whole)")
 
 
 def _cell(value: Any) -> str:
@@ -45,4 +53,4 @@ def _cell(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.2f}"
     text = str(value).replace("\n", " ")
-    return text if len(text) <= 60 else text[:57] + "..."
+    return text if FULL or len(text) <= CELL_CHARS else text[: CELL_CHARS - 3] + "..."

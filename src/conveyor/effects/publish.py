@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from conveyor.ledger.records import Item
+    from conveyor.ledger.reviewed import ReviewDecision
     from conveyor.workflow import Workflow
 
 #: The ledger effect (outbox) of a publication.
@@ -42,8 +43,15 @@ EFFECT = "publish_report"
 Renderer = Callable[[Mapping[str, Any]], Mapping[str, str]]
 
 
-def item_record(item: Item) -> dict[str, Any]:
-    """What a template sees of one item."""
+def item_record(item: Item, decision: ReviewDecision | None = None) -> dict[str, Any]:
+    """What a template sees of one item.
+
+    ``ai_result`` is the answer published: the model's, or the model's with a person's corrections
+    merged in. ``reviewed_by`` names the person who last decided on the item (None: nobody did,
+    the model's answer passed its checks); ``corrected`` lists the fields they changed
+    (``{"field", "before", "after"}``; empty when they approved it as it was); ``model_answer`` is
+    the model's own answer when a person corrected it (else None).
+    """
     return {
         "item_id": item.item_id,
         "business_key": item.business_key,
@@ -52,6 +60,9 @@ def item_record(item: Item) -> dict[str, Any]:
         "ai_result": item.ai_result,
         "confidence": item.confidence,
         "reason": item.reason,
+        "reviewed_by": decision.reviewer if decision else None,
+        "corrected": decision.changes if decision else [],
+        "model_answer": decision.model_answer if decision else None,
     }
 
 
@@ -162,10 +173,18 @@ class PublishOperator(LedgerStepOperator):
             return step._compose(items, context, ledger)
 
 
-    def template_context(self, items: Sequence[Item], context: Context) -> dict[str, Any]:
+    def template_context(
+        self, items: Sequence[Item], context: Context, decisions: Mapping[str, ReviewDecision] | None = None
+    ) -> dict[str, Any]:
+        """What the templates see: ``items`` (see :func:`item_record`, by business key), ``count``
+        (how many items), ``title``, ``workflow``, ``run_id`` and ``run_after`` (ISO text).
+
+        :param decisions: item id -> a person's last decision on it (``Ledger.review_decisions``).
+        """
         dag_run = context.get("dag_run")
         run_after = getattr(dag_run, "run_after", None)
-        records = [item_record(i) for i in sorted(items, key=lambda i: i.business_key)]
+        decided = decisions or {}
+        records = [item_record(i, decided.get(i.item_id)) for i in sorted(items, key=lambda i: i.business_key)]
         return {
             "items": records,
             "count": len(records),
@@ -189,7 +208,7 @@ class PublishOperator(LedgerStepOperator):
             empty = [i.item_id for i in items if not str(dig(item_record(i), path) or "").strip()]
             if empty:
                 raise refuse(f"{len(empty)} item(s) have an empty {path}, e.g. {', '.join(empty[:3])}")
-        values = self.template_context(items, context)
+        values = self.template_context(items, context, ledger.review_decisions(self.workflow, context["run_id"]))
         outputs = dict(self.render(values)) if self.render is not None else self._from_templates(values)
         blank = [name for name, text in outputs.items() if not str(text).strip()]
         if not outputs or blank:

@@ -740,16 +740,12 @@ class GateRunner:
 
     def _refuse_repeated_file(self, reader: SourceReader | LedgerReader) -> None:
         """An input whose bytes another run of this gate already accepted: say so before any work."""
-        with self.ledger.connect() as conn:
-            row = conn.execute(
-                "SELECT run_id, updated_at, detail->'summary'->>'rows' FROM conveyor.batches"
-                " WHERE workflow = %s AND step = %s AND input_hash = %s AND run_id <> %s AND status = 'accepted'"
-                " ORDER BY updated_at LIMIT 1",
-                (self.config.workflow, self.config.step, reader.input_hash, self.config.run_id),
-            ).fetchone()
-        if row is None:
+        earlier = self.ledger.accepted_elsewhere(
+            self.config.workflow, self.config.step, reader.input_hash, self.config.run_id
+        )
+        if earlier is None:
             return
-        run_id, when, rows = row
+        run_id, when, rows = earlier.run_id, earlier.at, earlier.rows
         raise RepeatedInput(
             "repeated",
             f"{_short(reader)} was already gated in run {run_id!r} on {when:%Y-%m-%d %H:%M %Z} "

@@ -46,10 +46,11 @@ def landing(workflow: str, run_id: str) -> ObjectStoragePath:
 class SnapshotExtractOperator(LedgerStepOperator):
     """Copy the extract at ``source`` into ``<storage_base>/landing/<workflow>/<run>/``.
 
-    A missing or empty file fails at once and without retries: nothing downstream runs on
-    nothing. A re-run of the same run keeps the first snapshot, unless the gate rejected it: then
-    the feed was fixed (the recovery of a rejected batch is "fix the feed, clear the run") and the
-    file is taken again.
+    A missing file fails at once and without retries: nothing downstream runs on nothing. An
+    empty (0-byte) file is snapshotted like any other, so the gate rejects it and records the
+    delivery (``conveyor batches``) instead of it leaving no trace. A re-run of the same run keeps
+    the first snapshot, unless the gate rejected it: then the feed was fixed (the recovery of a
+    rejected batch is "fix the feed, clear the run") and the file is taken again.
 
     :param workflow: the workflow (names the landing folder).
     :param source: the upstream file (templated): a URL, an absolute path, or a path under the
@@ -70,7 +71,7 @@ class SnapshotExtractOperator(LedgerStepOperator):
         if not source.is_file():
             raise AirflowFailException(f"extract not found: {source} (the feed delivered no file there)")
         if source.stat().st_size == 0:
-            raise AirflowFailException(f"extract {source} is empty (0 bytes): the feed delivered nothing")
+            self.log.warning("Extract %s is empty (0 bytes); the gate will reject and record it.", source)
         target = landing(self.workflow, context["run_id"]) / source.name
         rejected = self.ledger(context).rejected_batches(self.workflow, context["run_id"]) if target.exists() else []
         if target.exists() and not rejected:

@@ -5,6 +5,11 @@ form, as Airflow reads it), the embedded server the quickstart started
 (``$CONVEYOR_HOME/ledger.dsn``), and last the connection through Airflow's own secrets backends.
 Airflow is imported only on that last path, so the CLI answers without paying for it whenever
 the connection is in the environment.
+
+The CLI runs from any directory: :func:`locate_home` finds the quickstart's home when
+``CONVEYOR_HOME`` is not set, in the nearest ``.conveyor/`` holding a ``ledger.dsn`` up from the
+working directory, else in the one the last quickstart recorded in ``~/.config/conveyor/home``
+(:func:`user_home_file`).
 """
 
 from __future__ import annotations
@@ -26,6 +31,42 @@ _AIRFLOW_ONLY_KEYS = {"__extra__", "cursor", "iam", "redshift", "aws_conn_id", "
 def conveyor_home() -> Path:
     """The folder holding the embedded database and run outputs (``$CONVEYOR_HOME`` or ``./.conveyor``)."""
     return Path(os.environ.get("CONVEYOR_HOME", ".conveyor")).resolve()
+
+
+def user_home_file() -> Path:
+    """Where the quickstart records its home for the CLI: ``$XDG_CONFIG_HOME/conveyor/home``
+    (``~/.config/conveyor/home``)."""
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "conveyor" / "home"
+
+
+def remember_home(home: Path) -> None:
+    """Record ``home`` as the one the CLI uses when nothing nearer is found (the quickstart calls
+    this: the last quickstart run wins)."""
+    target = user_home_file()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(f"{home.resolve()}\n")
+
+
+def locate_home(start: Path | None = None) -> Path | None:
+    """The Conveyor home the CLI should use, or None when there is none to find.
+
+    ``$CONVEYOR_HOME`` when set; else the nearest ``.conveyor/`` with a ``ledger.dsn`` in
+    ``start`` (default: the working directory) or a folder above it, so a checkout's own
+    quickstart wins inside it; else the home recorded by the last quickstart (see
+    :func:`remember_home`) while it still holds a ``ledger.dsn``.
+    """
+    if os.environ.get("CONVEYOR_HOME"):
+        return conveyor_home()
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / ".conveyor" / "ledger.dsn").is_file():
+            return folder / ".conveyor"
+    try:
+        recorded = Path(user_home_file().read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return recorded if recorded.is_absolute() and (recorded / "ledger.dsn").is_file() else None
 
 
 def airflow_uri_to_dsn(uri: str) -> str:

@@ -19,11 +19,17 @@ class LedgerUnavailable(LedgerError):
 
 
 class UnknownItem(LedgerError):
-    """No item with that id exists."""
+    """No item with that id exists (or a bare business key names none, or several).
 
-    def __init__(self, item_id: str) -> None:
-        super().__init__(f"unknown item {item_id!r}: no such item in the ledger")
+    :param item_id: what was asked for.
+    :param hint: what to try instead, appended to the message ("; did you mean ...?").
+    :param candidates: the item ids the hint names.
+    """
+
+    def __init__(self, item_id: str, hint: str = "", candidates: tuple[str, ...] = ()) -> None:
+        super().__init__(f"unknown item {item_id!r}: no such item in the ledger{hint}")
         self.item_id = item_id
+        self.candidates = candidates
 
 
 class UnknownWorkflow(LedgerError):

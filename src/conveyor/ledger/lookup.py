@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from conveyor.ledger.connection import describe, resolve_dsn
-from conveyor.ledger.errors import LedgerUnavailable, UnknownItem
+from conveyor.ledger.errors import LedgerUnavailable, UnknownItem, UnknownWorkflow
 from conveyor.ledger.records import ITEM_COLUMNS, TRANSITION_COLUMNS, Item, TransitionRecord
 from conveyor.ledger.statuses import as_statuses
 
@@ -28,12 +28,17 @@ def _connect(dsn: str):  # type: ignore[no-untyped-def]
 
 
 def get_item(item_id: str, dsn: str | None = None) -> Item:
-    """One item by id; raises :class:`UnknownItem`."""
+    """One item by id, or by a business key that is unique across workflows; raises
+    :class:`UnknownItem` naming the closest ids (or every item a bare key could mean)."""
     conn = _connect(resolve_dsn(dsn))
     try:
         with conn.cursor() as cur:
             cur.execute(f"SELECT {ITEM_COLUMNS} FROM conveyor.items WHERE item_id = %s", (item_id,))
             row = cur.fetchone()
+            if row is None:
+                found = _find_item_id(cur, item_id)
+                cur.execute(f"SELECT {ITEM_COLUMNS} FROM conveyor.items WHERE item_id = %s", (found,))
+                row = cur.fetchone()
     finally:
         conn.close()
     if row is None:
@@ -42,22 +47,100 @@ def get_item(item_id: str, dsn: str | None = None) -> Item:
 
 
 def get_history(item_id: str, dsn: str | None = None) -> list[TransitionRecord]:
-    """Every transition of an item, oldest first; raises :class:`UnknownItem`."""
+    """Every transition of an item (by id or unique business key), oldest first; raises
+    :class:`UnknownItem` as :func:`get_item` does."""
     conn = _connect(resolve_dsn(dsn))
     try:
         with conn.cursor() as cur:
+            cur.execute("SELECT 1 FROM conveyor.items WHERE item_id = %s", (item_id,))
+            if cur.fetchone() is None:
+                item_id = _find_item_id(cur, item_id)
             cur.execute(
                 f"SELECT {TRANSITION_COLUMNS} FROM conveyor.transitions WHERE item_id = %s ORDER BY id",
                 (item_id,),
             )
             rows = cur.fetchall()
-            if not rows:
-                cur.execute("SELECT 1 FROM conveyor.items WHERE item_id = %s", (item_id,))
-                if cur.fetchone() is None:
-                    raise UnknownItem(item_id)
     finally:
         conn.close()
     return [TransitionRecord(*row) for row in rows]
+
+
+def check_workflow(name: str, dsn: str | None = None) -> None:
+    """Raise :class:`UnknownWorkflow` naming the closest declared names when ``name`` is neither
+    declared nor the workflow of any item (a typo must not read as an empty answer)."""
+    from conveyor.ledger.workflows import check_name
+
+    check_name(name)
+    conn = _connect(resolve_dsn(dsn))
+    try:
+        with conn.cursor() as cur:
+            names = _workflow_names(cur)
+            if name in names:
+                return
+            cur.execute("SELECT 1 FROM conveyor.items WHERE workflow = %s LIMIT 1", (name,))
+            if cur.fetchone() is not None:
+                return
+    finally:
+        conn.close()
+    raise UnknownWorkflow(f"unknown workflow {name!r}: the ledger has no workflow of that name{_suggest(name, names)}")
+
+
+def _workflow_names(cur: Any) -> list[str]:
+    cur.execute("SELECT DISTINCT name FROM conveyor.workflows ORDER BY name")
+    return [row[0] for row in cur.fetchall()]
+
+
+def _suggest(word: str, names: Sequence[str]) -> str:
+    """``; did you mean a or b?`` for the closest of ``names``, else the names there are."""
+    import difflib
+
+    close = difflib.get_close_matches(word, names, n=3, cutoff=0.6)
+    if close:
+        return f"; did you mean {' or '.join(close)}?"
+    return f" (workflows: {', '.join(names)})" if names else " (no workflow is declared yet)"
+
+
+def _find_item_id(cur: Any, ref: str) -> str:
+    """The id ``ref`` means when it is not an item id itself: a bare business key found in exactly
+    one workflow. Otherwise raises :class:`UnknownItem` with the ids a person probably meant.
+
+    Every read here is by primary key or on the small declarations table, so a miss costs no more
+    than a hit on a ledger of millions of items.
+    """
+    import difflib
+
+    names = _workflow_names(cur)
+    if ":" not in ref:
+        cur.execute(
+            "SELECT item_id FROM conveyor.items WHERE item_id = ANY(%s) ORDER BY item_id",
+            ([f"{name}:{ref}" for name in names],),
+        )
+        found = [row[0] for row in cur.fetchall()]
+        if len(found) == 1:
+            return found[0]
+        shape = " (item ids are <workflow>:<business key>)"
+        if found:
+            raise UnknownItem(ref, f"{shape}; {len(found)} items have the business key {ref!r}: "
+                                   f"{', '.join(found)}", tuple(found))  # fmt: skip
+        raise UnknownItem(ref, f"{shape}; no workflow has an item with the business key {ref!r}")
+    workflow, key = ref.split(":", 1)
+    if workflow not in names:
+        guesses = [f"{name}:{key}" for name in difflib.get_close_matches(workflow, names, n=3, cutoff=0.6)]
+        cur.execute("SELECT item_id FROM conveyor.items WHERE item_id = ANY(%s) ORDER BY item_id", (guesses,))
+        found = [row[0] for row in cur.fetchall()]
+        if found:
+            raise UnknownItem(ref, f"; did you mean {' or '.join(found)}?", tuple(found))
+        raise UnknownItem(ref, f"; {workflow!r} is not a workflow{_suggest(workflow, names)}")
+    # The ids sorting next to it hold the likely typos of its last characters: two primary-key range
+    # reads of five rows each (a filter on the workflow in SQL could scan on past the workflow's end).
+    cur.execute(
+        "(SELECT item_id FROM conveyor.items WHERE item_id > %s ORDER BY item_id LIMIT 5)"
+        " UNION ALL (SELECT item_id FROM conveyor.items WHERE item_id < %s ORDER BY item_id DESC LIMIT 5)",
+        (ref, ref),
+    )
+    same = [row[0] for row in cur.fetchall() if row[0].startswith(f"{workflow}:")]
+    near = difflib.get_close_matches(ref, same, n=3, cutoff=0.8)
+    raise UnknownItem(ref, f"; did you mean {' or '.join(near)}?" if near else "", tuple(near))
 
 
 def get_items(

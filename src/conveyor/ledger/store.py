@@ -21,15 +21,17 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from conveyor.ledger import alerts_sent, faults, leases, migrate, receiving
+from conveyor.ledger import alerts_sent, deliveries, faults, leases, migrate, receiving, reviewed
 from conveyor.ledger import workflows as declarations
 from conveyor.ledger.connection import describe, resolve_dsn
+from conveyor.ledger.deliveries import Delivery, EarlierBatch, OutboxEntry
 from conveyor.ledger.errors import IllegalTransition, LedgerUnavailable, UnknownItem
 from conveyor.ledger.lookup import filters as _filters
 from conveyor.ledger.lookup import items_query
 from conveyor.ledger.receiving import Route
 from conveyor.ledger.records import ITEM_COLUMNS as _ITEM_COLUMNS
 from conveyor.ledger.records import ITEM_TEXT_COLUMNS, TRANSITION_COLUMNS, Item, TransitionRecord, items_from_text_rows
+from conveyor.ledger.reviewed import ReviewDecision
 from conveyor.ledger.statuses import as_statuses
 from conveyor.workflow import Workflow
 
@@ -760,6 +762,26 @@ class Ledger:
                 (workflow, run_id),
             ).fetchall()
 
+    def accepted_elsewhere(self, workflow: str, step: str, input_hash: str, run_id: str) -> EarlierBatch | None:
+        """The first other run whose gate ``step`` accepted an input with this hash (a re-sent file)."""
+        with self.connect() as conn:
+            return deliveries.accepted_elsewhere(conn, workflow, step, input_hash, run_id)
+
+    def deliveries(self, workflow: str, *, run_id: str | None = None, limit: int = 50) -> list[Delivery]:
+        """Every input the workflow's gates saw (accepted, rejected, repeated, empty), newest first."""
+        with self.connect() as conn:
+            return deliveries.read_deliveries(conn, workflow, run_id, limit)
+
+    def outbox(self, workflow: str, *, run_id: str | None = None, limit: int = 100) -> list[OutboxEntry]:
+        """What the workflow published or applied once (and what was begun), newest first."""
+        with self.connect() as conn:
+            return deliveries.read_outbox(conn, workflow, run_id, limit)
+
+    def review_decisions(self, workflow: str, run_id: str) -> dict[str, ReviewDecision]:
+        """item id -> the last decision a person made on it, for the run's items."""
+        with self.connect() as conn:
+            return reviewed.read_review_decisions(conn, workflow, run_id)
+
     # -- reads -------------------------------------------------------------------------------
 
     def get(self, item_id: str) -> Item:
@@ -816,6 +838,18 @@ class Ledger:
                 f"SELECT status, count(*) FROM conveyor.items{where} GROUP BY status ORDER BY status", params
             ).fetchall()
         return {status: count for status, count in rows}
+
+    def counts_by_workflow(self, run_id: str, *, workflow: str | None = None) -> dict[str, dict[str, int]]:
+        """workflow -> status -> items of the run (a run id can be shared by several workflows' DAGs)."""
+        where, params = _filters(workflow, run_id, None)
+        with self.connect() as conn:
+            rows = conn.execute(  # type: ignore[arg-type]
+                f"SELECT workflow, status, count(*) FROM conveyor.items{where} GROUP BY 1, 2", params
+            ).fetchall()
+        out: dict[str, dict[str, int]] = {}
+        for name, status, count in rows:
+            out.setdefault(name, {})[status] = count
+        return out
 
     def item_ids(self, *, workflow: str, run_id: str, status: str | Sequence[str]) -> list[str]:
         """Just the ids (cheap): what a step works on."""

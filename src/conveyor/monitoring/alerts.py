@@ -46,7 +46,8 @@ STAGE_HINTS: dict[str, str] = {
     Stage.REVIEW.value: "the review queue: who is staffing it (conveyor queue --workflow {workflow})",
     Stage.APPROVAL.value: "pending sign-offs in the Airflow UI (Required actions) for the workflow's runs",
     Stage.PUBLISH.value: (
-        "the publish / payment step and its outbox (conveyor items --workflow {workflow} --status approved)"
+        "the publish / payment step and its outbox (conveyor outbox --workflow {workflow}; what waits:"
+        " conveyor items --workflow {workflow} --status approved)"
     ),
 }
 

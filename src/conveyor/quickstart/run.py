@@ -15,7 +15,6 @@ import argparse
 import importlib.util
 import json
 import os
-import secrets
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -29,6 +28,7 @@ from conveyor.quickstart.api_server import ApiServer, running_api_server
 from conveyor.quickstart.mailbox import local_mailbox
 from conveyor.quickstart.quiet import output_to
 from conveyor.quickstart.reviewer import ScriptedReviewer, WorkflowRun
+from conveyor.quickstart.serve import DEFAULT_PORT, describe_logins, logins
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -179,7 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     include = Path(os.environ.get("AIRFLOW__CONVEYOR__INCLUDE_FOLDER", REPO / "include"))
     folder = Path(os.environ.get("AIRFLOW__CORE__DAGS_FOLDER", REPO / "dags"))
     log_path = home / "logs" / f"quickstart-{datetime.now(UTC):%Y%m%dT%H%M%S}.log"
-    users = {"director": ("admin", secrets.token_urlsafe(12)), "reviewer": ("user", secrets.token_urlsafe(12))}
+    users = logins(home)
     ok = True
     print(f"==> Airflow's own output goes to {log_path}", flush=True)
     with output_to(log_path) as terminal:
@@ -201,6 +201,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 _say(terminal, f"  {subject}")
     print("\nLook up any item:  .venv/bin/conveyor items --workflow supplier_exceptions --limit 5")
     print("                   .venv/bin/conveyor status <item id>;  .venv/bin/conveyor queue")
+    print("Open the UI:       .venv/bin/conveyor ui   (or ./scripts/quickstart --serve next time)")
+    print(describe_logins(f"http://127.0.0.1:{DEFAULT_PORT}", users, home))
     return 0 if ok else 1
 
 

@@ -97,11 +97,21 @@ def claim_redis_db(owner: str, seed: int) -> int:
         index = _FIRST_REDIS_DB + (seed + step) % (count - _FIRST_REDIS_DB)
         client = redis.Redis(host=REDIS_HOST, port=REDIS_PORT, db=index)
         try:
+            if _left_by_a_dead_session(client.get(_CLAIM_KEY)):
+                client.flushdb()  # a killed test session never gave it back
             if client.dbsize() == 0 and client.set(_CLAIM_KEY, owner, nx=True):
                 return index
         finally:
             client.close()
     raise RuntimeError(f"no free Redis database on {REDIS_HOST}:{REDIS_PORT} (2..15 all hold keys)")
+
+
+def _left_by_a_dead_session(claim: bytes | None) -> bool:
+    """Whether a claim (``stack-<pid>-<n>``) belongs to a process of this machine that is gone."""
+    import psutil
+
+    parts = (claim or b"").decode(errors="replace").split("-")
+    return len(parts) == 3 and parts[0] == "stack" and parts[1].isdigit() and not psutil.pid_exists(int(parts[1]))
 
 
 def release_redis_db(index: int) -> None:

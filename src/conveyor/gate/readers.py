@@ -245,7 +245,8 @@ class JsonLinesReader(SourceReader):
                 if not line.strip():
                     continue
                 try:
-                    record = json.loads(line)
+                    # NaN/Infinity kept as the text they were: the column's type check names them.
+                    record = json.loads(line, parse_constant=str)
                 except json.JSONDecodeError as exc:
                     raise BatchRejected(
                         "unreadable",

@@ -40,11 +40,13 @@ from conveyor.gate.errors import BatchRejected, InputChanged, RepeatedInput
 from conveyor.gate.failures import RowFailure, error_text, is_missing, reason_for, safe_value, show
 from conveyor.gate.readers import DEFAULT_CHUNK_SIZE, Chunk, SourceReader, reader_for
 from conveyor.gate.results import GateResultStore, GateSummary, ResultRow
+from conveyor.gate.storable import NON_FINITE_TEXT, unstorable_cells
 from conveyor.gate.suites import GateSuite, load_suite
 from conveyor.ledger import Ledger, NewItem, Route
 from conveyor.ledger.receiving import no_gc
 from conveyor.ledger.statuses import Status
 from conveyor.ledger.store import ItemUpdate, item_id_for
+from conveyor.ledger.values import storable
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -126,6 +128,8 @@ class _Validated:
     repeats: dict[str, list[int]] = field(default_factory=dict)
     unexpected_columns: list[str] = field(default_factory=list)
     newest: Any = None
+    #: rows holding a value jsonb cannot store (their payload is stored made storable)
+    unstorable: set[int] = field(default_factory=set)
     cached: tuple[Chunk, Any, set[tuple[int, str]]] | None = None
     chunks: int = 0
     #: ledger mode: data row -> item id
@@ -304,6 +308,9 @@ class GateRunner:
             bad_cells = {(f.row, f.column) for f in parse_failures}
             for failure in parse_failures:
                 plan.findings.setdefault(failure.row, []).append(self._parse_finding(failure))
+            for finding in unstorable_cells(frame):  # a NUL byte, inf: a row failure, not a crash
+                plan.findings.setdefault(finding.row, []).append(finding)
+                plan.unstorable.add(finding.row)
             if len(frame):
                 assert self.validator is not None
                 for row, found in self.validator.validate(typed).items():
@@ -400,12 +407,15 @@ class GateRunner:
 
     @staticmethod
     def _parse_finding(failure: ParseFailure) -> RowFailure:
+        expected = failure.expected
+        if isinstance(failure.value, str) and failure.value.strip().lower() in NON_FINITE_TEXT:
+            expected = "a finite number"  # NaN/inf: a number to Python, never an amount
         return RowFailure(
             failure.row,
             PARSE_EXPECTATION,
             failure.column,
             safe_value(failure.value),
-            f"{failure.column} {show(failure.value)} is not {failure.expected}",
+            f"{failure.column} {show(failure.value)} is not {expected}",
         )
 
     def _track_keys(self, plan: _Validated, frame: pd.DataFrame) -> None:
@@ -535,7 +545,14 @@ class GateRunner:
         cfg = self.config
         frame = chunk.frame
         payloads = self._payloads(frame, typed, bad_cells)
-        keys = frame[self.key_column].tolist()
+        if plan.unstorable:
+            first = int(frame.index[0]) if len(frame) else 0
+            for row in plan.unstorable:
+                if 0 <= row - first < len(payloads):
+                    payloads[row - first] = storable(payloads[row - first])
+        # A key of NUL bytes only (the padding some exporters leave at the end) is no key at all.
+        keys = [None if isinstance(k, str) and k and not k.strip("\x00") else storable(k)
+                for k in frame[self.key_column].tolist()]  # fmt: skip
         new_items: list[NewItem] = []
         row_of_item: dict[str, int] = {}
         routes: dict[str, Route] = {}

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from conveyor.gate.batch_checks import check_columns, check_freshness, check_row_count
+from conveyor.gate.batch_checks import check_columns, check_freshness, check_row_count, date_counts
 from conveyor.gate.columns import (
     PARSE_EXPECTATION,
     ParseFailure,
@@ -76,8 +76,8 @@ class GateConfig:
     :param key_column: the business key column (default: the suite's ``key_column``).
     :param required_columns: columns every input must have (default: the suite's).
     :param min_rows: fewer data rows fail the batch (an empty input always does).
-    :param freshness_column: a date column whose newest value must be recent (default: the suite's).
-    :param max_age: how old that newest value may be; None skips the freshness check.
+    :param freshness_column: a date column whose rows must be recent as a whole (default: the suite's).
+    :param max_age: how old the 95th percentile date of the rows may be; None skips the freshness check.
     :param max_exception_rate: the largest share of failing rows that still lets the batch through.
     :param chunk_size: rows per chunk.
     :param max_cell_chars: longer text cells fail their row (and are shortened in the payload).
@@ -127,7 +127,8 @@ class _Validated:
     first_row_of_key: dict[str, int] = field(default_factory=dict)
     repeats: dict[str, list[int]] = field(default_factory=dict)
     unexpected_columns: list[str] = field(default_factory=list)
-    newest: Any = None
+    #: the freshness column's rows per day, over the whole input
+    dates: dict[Any, int] = field(default_factory=dict)
     #: rows holding a value jsonb cannot store (their payload is stored made storable)
     unstorable: set[int] = field(default_factory=set)
     cached: tuple[Chunk, Any, set[tuple[int, str]]] | None = None
@@ -324,9 +325,8 @@ class GateRunner:
                 plan.item_of_row.update(zip((int(r) for r in frame.index), chunk.item_ids, strict=True))
             self._track_keys(plan, frame)
             if self.freshness_column and self.freshness_column in typed.columns and len(typed):
-                newest = typed[self.freshness_column].max()
-                if newest == newest and (plan.newest is None or newest > plan.newest):
-                    plan.newest = newest
+                for day, n in date_counts(typed[self.freshness_column]).items():  # per day: bounded memory
+                    plan.dates[day] = plan.dates.get(day, 0) + n
             plan.rows += len(frame)
             plan.cached = (chunk, typed, bad_cells) if plan.chunks == 1 else None
         self._mark_duplicates(plan)
@@ -483,7 +483,7 @@ class GateRunner:
             )
         if self.freshness_column and cfg.max_age is not None and not cfg.ledger_mode:
             check_freshness(
-                plan.newest,
+                plan.dates,
                 column=self.freshness_column,
                 as_of=cfg.as_of,
                 max_age=cfg.max_age,

@@ -427,7 +427,8 @@ def test_an_answer_jsonb_cannot_store_goes_to_review_with_the_reason(ledger, llm
     rows = exception_rows(4)
     seed_exceptions(ledger, "r1", rows)
     bad = rows[1]["exception_id"]
-    llm.configure(rules=[{"match": bad, "output": {"category": "quality", "draft": "Scratched\u0000 parts."}}])
+    answer = {"category": "quality", "draft": "Scratched\u0000 parts."}  # a NUL byte in the model's text
+    llm.configure(rules=[{"match": bad, "kind": "output", "output": answer}])
 
     summary = run_step(ledger, config("r1", max_failure_rate=0.5))
 

@@ -47,7 +47,7 @@ def inbox_files(inbox: ObjectStoragePath) -> list[ObjectStoragePath]:
 
     :raises AirflowFailException: the inbox does not exist, is not a folder, or cannot be read;
         the message names the location and the cause.
-    :raises InboxUnreachable: listing it failed otherwise (a network or credentials problem):
+    :raises SourceUnreachable: listing it failed otherwise (a network or credentials problem):
         retried like any task error.
     """
     from conveyor import storage
@@ -68,7 +68,7 @@ def inbox_files(inbox: ObjectStoragePath) -> list[ObjectStoragePath]:
     except (FileNotFoundError, NotADirectoryError):
         exists, is_dir, entries = False, False, []
     except Exception as exc:  # an object store that does not answer, refused credentials...
-        raise InboxUnreachable(f"inbox {inbox} cannot be listed: {type(exc).__name__}: {exc}") from exc
+        raise SourceUnreachable(f"inbox {inbox} cannot be listed: {type(exc).__name__}: {exc}") from exc
     if not exists:
         hint = "" if storage.is_local(inbox) else (
             f" (on object storage: no object under that prefix; an empty inbox holds a {INBOX_MARKER!r} marker)")
@@ -89,8 +89,9 @@ def keep_inbox(inbox: ObjectStoragePath) -> None:
         storage.write_text(inbox / INBOX_MARKER, "an inbox of Conveyor: keeps this folder on object storage\n")
 
 
-class InboxUnreachable(RuntimeError):
-    """An inbox that could not be listed for a reason a retry may fix (the network, the store)."""
+class SourceUnreachable(RuntimeError):
+    """A feed file or an inbox that could not be read for a reason a retry may fix (the network,
+    the object store, credentials): retried like any task error, then failed naming it."""
 
 
 def landing(workflow: str, run_id: str) -> ObjectStoragePath:
@@ -121,9 +122,16 @@ class SnapshotExtractOperator(LedgerStepOperator):
         from conveyor import storage
 
         source = location(self.source, "extract location")
-        if not source.is_file():
+        try:
+            found = source.is_file()
+            size = source.stat().st_size if found else 0
+        except PermissionError as exc:
+            raise AirflowFailException(f"extract {source} cannot be read: {exc.strerror or exc}") from None
+        except Exception as exc:  # an object store that does not answer, refused credentials...
+            raise SourceUnreachable(f"extract {source} cannot be reached: {type(exc).__name__}: {exc}") from exc
+        if not found:
             raise AirflowFailException(f"extract not found: {source} (the feed delivered no file there)")
-        if source.stat().st_size == 0:
+        if size == 0:
             raise AirflowFailException(f"extract {source} is empty (0 bytes): the feed delivered nothing")
         target = landing(self.workflow, context["run_id"]) / source.name
         if target.exists():

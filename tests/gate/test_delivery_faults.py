@@ -158,7 +158,7 @@ def test_one_typo_date_in_2062_does_not_make_a_stale_extract_look_fresh(tmp_path
     assert alert["error"].startswith(
         "validation gate rejected the batch: "
         "stale data: the newest exception_date in stale with typo.csv is 2026-10-25, 36 days before the run "
-        "date 2026-11-30; 95% of its 479 dated rows are from 2026-10-23 or earlier (38 days old, the median "
+        "date 2026-11-30; 99% of its 479 dated rows are from 2026-10-24 or earlier (37 days old, the median "
         "65 days), 0 within the allowed age (1 row(s) dated after the run date, e.g. 2062-10-25, were not "
         "counted); at most 30 days allowed (max_age)"
     )

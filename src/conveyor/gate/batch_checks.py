@@ -137,21 +137,23 @@ def check_row_count(rows: int, min_rows: int, *, columns: int, source_name: str)
         )
 
 
-#: The share of a delivery's rows whose date judges its freshness: the date 95% of the rows are on
-#: or before. One mistyped date (2062) cannot make a stale extract look fresh, nor one old row a
-#: fresh one stale, as the single newest or oldest value would.
-FRESHNESS_QUANTILE = 0.95
+#: The share of a delivery's rows whose date judges its freshness: the date 99% of the rows are on
+#: or before (the newest date but for the newest 1% of rows). A few mistyped dates (2062, or a
+#: plausible one in an old extract) cannot make a stale extract look fresh, nor one old row a fresh
+#: one stale, as the single newest or oldest value would; a daily feed's newest day still counts
+#: whenever it holds more than 1% of the rows.
+FRESHNESS_QUANTILE = 0.99
 
 
 def check_freshness(
     days: Mapping[Any, int], *, column: str, as_of: datetime, max_age: timedelta, source_name: str
 ) -> None:
-    """The delivery as a whole must be recent: its high percentile date at most ``max_age`` old.
+    """The delivery as a whole must be recent: its 99th percentile date at most ``max_age`` old.
 
     :param days: the column's dates (day resolution) -> how many rows carry each.
     :param column: the date column, for messages.
     :param as_of: the run's reference time.
-    :param max_age: how old the 95th percentile date may be.
+    :param max_age: how old the 99th percentile date may be.
     :param source_name: the input, for messages.
     """
     import pandas as pd
@@ -190,14 +192,14 @@ def check_freshness(
     raise BatchRejected(
         "stale",
         f"stale data: the newest {column} in {source_name} is {newest.date().isoformat()}, "
-        f"{_days(reference - newest)} before the run date {reference.date().isoformat()}; 95% of its "
+        f"{_days(reference - newest)} before the run date {reference.date().isoformat()}; 99% of its "
         f"{total:,} dated rows are from {high.date().isoformat()} or earlier ({_days(age)} old, the median "
         f"{_days(reference - median)}), {recent:,} within the allowed age{ignored}; at most "
         f"{_duration(max_age)} allowed (max_age). Is the extract still being refreshed upstream?",
         detail={
             "freshness_column": column,
             "newest": newest.isoformat(),
-            "percentile_95": high.isoformat(),
+            "percentile_99": high.isoformat(),
             "median": median.isoformat(),
             "rows_within_max_age": recent,
             "dated_rows": total,

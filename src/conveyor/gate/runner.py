@@ -77,7 +77,7 @@ class GateConfig:
     :param required_columns: columns every input must have (default: the suite's).
     :param min_rows: fewer data rows fail the batch (an empty input always does).
     :param freshness_column: a date column whose rows must be recent as a whole (default: the suite's).
-    :param max_age: how old the 95th percentile date of the rows may be; None skips the freshness check.
+    :param max_age: how old the 99th percentile date of the rows may be; None skips the freshness check.
     :param max_exception_rate: the largest share of failing rows that still lets the batch through.
     :param chunk_size: rows per chunk.
     :param max_cell_chars: longer text cells fail their row (and are shortened in the payload).

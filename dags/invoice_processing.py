@@ -11,7 +11,9 @@ review. Payment goes through an idempotency key per invoice: clearing a task nev
 
 The inbox is the DAG param ``inbox_path`` or, for scheduled runs, the Variable
 ``conveyor_invoice_inbox`` (a URL, or a path under ``[conveyor] storage_base``). An empty inbox
-is a quiet hour: the run is skipped, nobody is paged.
+is a quiet hour: the run is skipped, nobody is paged. A missing or unreadable inbox fails the run
+naming it. Invoices arrive as text, CSV, JSON or PDF (read through its text layer); a scanned PDF
+or a file of another type is held for a person with the reason, never left in the inbox.
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ with DAG(
     default_args=default_args(),
     params={
         "inbox_path": Param(None, type=["null", "string"],
-                            description="Folder the invoices land in (text, CSV or JSON, one per file): a URL or "
+                            description="Folder the invoices land in (text, CSV, JSON or PDF, one per file): a URL or "
                                         "a path under [conveyor] storage_base. Empty: the Variable "
                                         "conveyor_invoice_inbox."),
     },
@@ -73,7 +75,7 @@ with DAG(
     intake = InboxIntakeOperator(
         task_id="intake", workflow=WORKFLOW, inbox_path=INBOX,
         doc_md=recovery(Recovery.RETRY, why="a folder on a flaky share reads on the next try; an empty inbox "
-                        "is a quiet hour (skipped)"),
+                        "is a quiet hour (skipped), a missing one fails naming it"),
     )
     extract_fields = AIStepOperator(
         task_id="extract_fields",

@@ -1,7 +1,8 @@
-"""The invoice example's offline field extractor: deterministic parsers for the three inbox formats.
+"""The invoice example's offline field extractor: deterministic parsers for the inbox formats.
 
 ``.txt`` (a printed invoice: ``Key: value`` lines and ``- description | q x price = amount``
-lines), ``.json`` and ``.csv`` (one row per line item), as described in ``include/README.md``.
+lines), ``.pdf`` (the same printed invoice, its text layer read by ``conveyor.document_text``),
+``.json`` and ``.csv`` (one row per line item), as described in ``include/README.md``.
 
 The confidence says how complete and how consistent the parse is, starting from a per-format
 ceiling (a printed text is less certain than JSON) and losing a share for each problem found:
@@ -37,7 +38,7 @@ CURRENCIES = ("EUR", "USD", "GBP", "CHF")
 
 REQUIRED = ("vendor", "invoice_number", "invoice_date", "currency", "total")
 OPTIONAL = ("vendor_id", "due_date")
-_CEILING = {"json": 0.99, "csv": 0.98, "txt": 0.96}
+_CEILING = {"json": 0.99, "csv": 0.98, "txt": 0.96, "pdf": 0.96}
 
 _KEYS = {
     "vendor": ("vendor", "supplier", "vendor name", "from"),
@@ -175,9 +176,10 @@ def _parse_csv(content: str, problems: list[str]) -> dict[str, Any]:
 
 
 def extract(content: str, fmt: str) -> Extraction:
-    """Parse one invoice document of format ``txt``, ``json`` or ``csv``."""
+    """Parse one invoice document of format ``txt``, ``pdf`` (its text), ``json`` or ``csv``."""
     fmt = fmt.lower().lstrip(".")
-    parsers = {"txt": _parse_txt, "json": _parse_json, "csv": _parse_csv}
+    # A PDF's text layer reads like the printed text invoice; its ceiling is the same.
+    parsers = {"txt": _parse_txt, "pdf": _parse_txt, "json": _parse_json, "csv": _parse_csv}
     if fmt not in parsers:
         return Extraction(_empty(), 0.0, [f"unknown document format {fmt!r}"])
     problems: list[str] = []

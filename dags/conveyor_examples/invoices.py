@@ -28,7 +28,9 @@ from conveyor import (
     ReviewField,
     StepModel,
     TextClassifierModel,
+    UnreadableDocument,
     Workflow,
+    document_text,
     storage_path,
 )
 
@@ -89,17 +91,17 @@ def render_document(item: ItemView) -> dict[str, Any]:
     """The document's name, format and text, read from object storage (``payload.path``)."""
     payload = item.payload
     name = str(payload.get("name") or item.item_id)
+    fmt = str(payload.get("format") or Path(name).suffix.lstrip("."))
     try:
-        content = storage_path(payload["path"]).read_bytes().decode("utf-8")
+        # A PDF is read through its text layer; a scan without one is refused with that reason.
+        content = document_text(storage_path(payload["path"]).read_bytes(), fmt, name=f"document {name}")
     except KeyError:
         raise InputError("the item has no document path") from None
     except FileNotFoundError:
         raise InputError(f"document {payload['path']} not found (moved or deleted after intake)") from None
-    except UnicodeDecodeError:
-        raise InputError(f"document {name} is not UTF-8 text") from None
-    if not content.strip():
-        raise InputError(f"document {name} is empty")
-    return {"name": name, "format": str(payload.get("format") or Path(name).suffix.lstrip(".")), "content": content}
+    except UnreadableDocument as exc:
+        raise InputError(str(exc)) from None
+    return {"name": name, "format": fmt, "content": content}
 
 
 class InvoiceExtractorModel(StepModel):

@@ -70,8 +70,10 @@ _EXPORTS: dict[str, str] = {
     "Ledger": "conveyor.ledger.store",
     "NewItem": "conveyor.ledger.store",
     "ItemUpdate": "conveyor.ledger.store",
-    # files on object storage
+    # files on object storage, and the text of inbox documents (PDFs through their text layer)
     "storage_path": "conveyor.storage",
+    "document_text": "conveyor.intake.documents",
+    "UnreadableDocument": "conveyor.intake.documents",
 }
 
 __all__ = [
@@ -111,10 +113,12 @@ __all__ = [
     "Status",
     "StepModel",
     "TextClassifierModel",
+    "UnreadableDocument",
     "ValidationGateOperator",
     "Workflow",
     "deadline_missed",
     "default_args",
+    "document_text",
     "evaluate_health",
     "measure_health",
     "notify_health",
@@ -144,6 +148,7 @@ if TYPE_CHECKING:
     from conveyor.effects.item_effects import EffectItem, EffectOutcome, ItemEffectOperator
     from conveyor.effects.publish import PublishOperator
     from conveyor.gate.operators import ValidationGateOperator
+    from conveyor.intake.documents import UnreadableDocument, document_text
     from conveyor.intake.operators import InboxIntakeOperator, SnapshotExtractOperator
     from conveyor.ledger.statuses import Status
     from conveyor.ledger.store import ItemUpdate, Ledger, NewItem

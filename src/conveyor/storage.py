@@ -43,8 +43,18 @@ def as_path(url: str | os.PathLike[str] | ObjectStoragePath, conn_id: str | None
         return url
     text = os.fspath(url)
     if "://" not in text:
-        text = Path(text).expanduser().resolve().as_uri()
+        text = file_url(text)
     return ObjectStoragePath(text, conn_id=conn_id or None)
+
+
+def file_url(path: str | os.PathLike[str]) -> str:
+    """``file://`` + the absolute path, spelled as it is on disk.
+
+    Not :meth:`Path.as_uri`: it percent-encodes spaces, ``#``, ``%``, ``(``, ``)`` and ``?``, and
+    :class:`~airflow.sdk.ObjectStoragePath` takes a URL's path literally (it never decodes it), so
+    ``inbox (march)`` would become a folder ``inbox%20%28march%29`` that does not exist.
+    """
+    return "file://" + str(Path(path).expanduser().resolve())
 
 
 def storage_path(url: str | os.PathLike[str] | ObjectStoragePath) -> ObjectStoragePath:
@@ -55,7 +65,7 @@ def storage_path(url: str | os.PathLike[str] | ObjectStoragePath) -> ObjectStora
 
 def root() -> ObjectStoragePath:
     """The configured base of every file (``[conveyor] storage_base``)."""
-    base = config.get("storage_base") or (_home() / "files").as_uri()
+    base = config.get("storage_base") or file_url(_home() / "files")
     return as_path(base, conn_id=config.get("storage_conn_id") or None)
 
 

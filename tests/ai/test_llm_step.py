@@ -421,3 +421,19 @@ def test_the_responses_api_gives_the_same_answers_and_confidences(ledger, llm, m
     sure = item(ledger, rows[5]["exception_id"])
     assert sure.confidence == pytest.approx(math.exp(-0.02), abs=1e-3)
     assert rows[5]["po_number"] in sure.ai_result["draft"]
+
+
+def test_an_answer_jsonb_cannot_store_goes_to_review_with_the_reason(ledger, llm):
+    rows = exception_rows(4)
+    seed_exceptions(ledger, "r1", rows)
+    bad = rows[1]["exception_id"]
+    answer = {"category": "quality", "draft": "Scratched\u0000 parts."}  # a NUL byte in the model's text
+    llm.configure(rules=[{"match": bad, "kind": "output", "output": answer}])
+
+    summary = run_step(ledger, config("r1", max_failure_rate=0.5))
+
+    held = item(ledger, bad)
+    assert held.status == "pending_review"
+    assert held.reason == "model output cannot be stored: field 'draft' contains a NUL byte"
+    assert summary["failure_reasons"] == {"invalid_output": 1}
+    assert [item(ledger, r["exception_id"]).status for r in rows].count("ai_processed") == 3

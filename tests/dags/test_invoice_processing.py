@@ -139,3 +139,43 @@ def test_an_invoice_corrected_during_the_review_is_validated_again_and_paid_in_t
     assert correction.detail["field"] == "ai_result"  # the gate read the extracted fields
     assert correction.detail["changes"] == [{"field": "total", "before": lines_sum + 100, "after": lines_sum}]
     assert [p for p in payments(ledger, run.run_id) if p[0] == item.item_id][0][1] == lines_sum
+
+
+def test_pdf_invoices_are_paid_and_files_no_one_can_read_go_to_a_person(runner, ledger, mailbox, tmp_path, monkeypatch):
+    """Most invoices arrive as PDF: those with a text layer are read and paid once; a scan without
+    one and a Word file are held for a person with the reason; the inbox (a name with parentheses,
+    '#' and '%') is left empty."""
+    from tests.support.pdfs import scanned_pdf, text_pdf
+
+    monkeypatch.setenv("CONVEYOR_HOME", str(tmp_path / "home"))
+    inbox = tmp_path / "inbox (march) #2 100%"
+    documents = deliver(inbox)
+    as_pdf = sorted(name for name in documents if name.endswith(".txt"))[:3]
+    for name in as_pdf:  # exported by an accounting system: the same printed invoice, as a PDF
+        (inbox / name).unlink()
+        (inbox / f"{Path(name).stem}.pdf").write_bytes(text_pdf(documents[name].splitlines()))
+    (inbox / "scan 0042 (vendor).pdf").write_bytes(scanned_pdf())
+    (inbox / "remittance #7.docx").write_bytes(b"PK\x03\x04 a word file")
+
+    run, reviewer = runner.run(WF, {"inbox_path": str(inbox)})
+
+    assert run.state == "success", (task_states(run), reviewer.errors)
+    assert list(inbox.iterdir()) == []  # every file was taken in
+    items = {i.business_key: i for i in ledger.items(workflow=WF, run_id=run.run_id, limit=None)}
+    assert len(items) == len(documents) + 2
+    paid = {p[0]: p for p in payments(ledger, run.run_id)}
+    for name in as_pdf:
+        invoice = items[Path(name).stem]
+        assert invoice.payload["format"] == "pdf"
+        assert invoice.status == "archived", ledger.history(invoice.item_id)
+        assert float(paid[invoice.item_id][1]) == invoice.ai_result["total"]  # paid once, the printed total
+    for key, reason in (
+        ("scan 0042 (vendor)", "scan 0042 (vendor).pdf is a PDF without a text layer (1 page; a scanned image?)"),
+        ("remittance #7", "remittance #7.docx is a .docx file, not a document type this workflow reads"),
+    ):
+        held = items[key]
+        assert held.item_id not in paid
+        assert held.status == "rejected"  # the scripted person read the reason and sent it back
+        [quarantine] = [r for r in ledger.history(held.item_id) if r.to_status == "quarantined"]
+        assert quarantine.reason.startswith(reason)
+    assert set(ledger.count_by_status(workflow=WF, run_id=run.run_id)) <= {"archived", "rejected"}

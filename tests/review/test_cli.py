@@ -165,3 +165,18 @@ def test_review_decides_many_items_by_id_or_by_filter(ledger, capsys):
     assert code == 2 and "--workflow" in err
     code, _, err = run_cli(capsys, *dsn, "review", f"{WF}:D", "--workflow", WF, "--approve", "--by", "alice")
     assert code == 2
+
+
+def test_a_correction_jsonb_cannot_store_is_refused_naming_the_field(ledger, capsys):
+    route_to_review(ledger, WF, "run-1", quarantined=["B"])
+
+    for correction, problem in (
+        ('{"notes": "late\\u0000truck"}', "field 'notes' contains a NUL byte"),
+        ('{"amount": NaN}', "field 'amount' is not a finite number (nan)"),
+        ('{"lines": [{"amount": -Infinity}]}', "field 'lines[0].amount' is not a finite number (-inf)"),
+    ):
+        code, _, err = run_cli(capsys, "--dsn", ledger.dsn, "review", f"{WF}:B", "--correct", correction, "--by", "al")
+
+        assert code != 0, correction
+        assert f"the correction cannot be stored: {problem}. Nothing was changed" in err
+        assert ledger.get(f"{WF}:B").status == "quarantined"

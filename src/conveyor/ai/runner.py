@@ -50,6 +50,7 @@ from conveyor.ledger.leases import Holder
 from conveyor.ledger.records import decode_json_columns
 from conveyor.ledger.statuses import Status
 from conveyor.ledger.store import ItemUpdate, Ledger
+from conveyor.ledger.values import problem_in
 
 log = logging.getLogger(__name__)
 
@@ -242,7 +243,8 @@ class AIStepRunner:
         fresh = dict(zip(first, await model.predict_many(list(first.values())), strict=True))
         pending = self._pending_cache.setdefault(model.key, {})
         for h, p in fresh.items():
-            if p.output is not None:
+            # An answer jsonb cannot hold is not cached: it goes to review (see _judge), unbilled again.
+            if p.output is not None and problem_in(p.output) is None and problem_in(p.detail) is None:
                 pending[h] = CachedAnswer(output=p.output, confidence=p.confidence, detail=p.detail)
                 self._cache_owner[h] = first[h].item_id
         out: list[Prediction] = []
@@ -362,6 +364,14 @@ class AIStepRunner:
                 reason = (
                     f"model output does not match the {schema.__name__} schema: {str(exc).splitlines()[0]}"
                 )
+                outcome.review[item_id] = ItemUpdate(
+                    reason=reason, last_error=reason, review_target=c.to_status, add_attempts=1
+                )
+                outcome.failures["invalid_output"] += 1
+                continue
+            unstorable = problem_in(output) or problem_in(p.confidence, "confidence")
+            if unstorable:  # a NUL byte or NaN in the answer: a person looks, the ledger stays writable
+                reason = f"model output cannot be stored: {unstorable}"
                 outcome.review[item_id] = ItemUpdate(
                     reason=reason, last_error=reason, review_target=c.to_status, add_attempts=1
                 )

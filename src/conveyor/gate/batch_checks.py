@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import csv
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from difflib import SequenceMatcher
 from typing import TYPE_CHECKING, Any
@@ -137,10 +137,25 @@ def check_row_count(rows: int, min_rows: int, *, columns: int, source_name: str)
         )
 
 
+#: The share of a delivery's rows whose date judges its freshness: the date 99% of the rows are on
+#: or before (the newest date but for the newest 1% of rows). A few mistyped dates (2062, or a
+#: plausible one in an old extract) cannot make a stale extract look fresh, nor one old row a fresh
+#: one stale, as the single newest or oldest value would; a daily feed's newest day still counts
+#: whenever it holds more than 1% of the rows.
+FRESHNESS_QUANTILE = 0.99
+
+
 def check_freshness(
-    newest: Any, *, column: str, as_of: datetime, max_age: timedelta, source_name: str
+    days: Mapping[Any, int], *, column: str, as_of: datetime, max_age: timedelta, source_name: str
 ) -> None:
-    """The newest value of ``column`` must be at most ``max_age`` older than the run's date."""
+    """The delivery as a whole must be recent: its 99th percentile date at most ``max_age`` old.
+
+    :param days: the column's dates (day resolution) -> how many rows carry each.
+    :param column: the date column, for messages.
+    :param as_of: the run's reference time.
+    :param max_age: how old the 99th percentile date may be.
+    :param source_name: the input, for messages.
+    """
     import pandas as pd
 
     reference = (
@@ -148,28 +163,75 @@ def check_freshness(
         if pd.Timestamp(as_of).tzinfo
         else pd.Timestamp(as_of)
     )
-    if newest is None or pd.isna(newest):
+    # Dates after the run date are wrong (the suite's range check quarantines such rows), not a
+    # sign of freshness: they are left out and named.
+    limit = reference.normalize() + pd.Timedelta(days=1)
+    future = {day: n for day, n in days.items() if pd.Timestamp(day) > limit}
+    counted = sorted((pd.Timestamp(day), n) for day, n in days.items() if day not in future)
+    if not counted:
+        shown = f"; {sum(future.values())} row(s) are dated after the run date" if future else ""
         raise BatchRejected(
             "stale",
-            f"cannot tell how fresh {source_name} is: {column} has no valid value",
+            f"cannot tell how fresh {source_name} is: {column} has no valid value{shown}",
             detail={"freshness_column": column},
         )
-    newest_ts = pd.Timestamp(newest)
-    age = reference - newest_ts
-    if age > pd.Timedelta(max_age):
-        days = age / pd.Timedelta(days=1)
-        raise BatchRejected(
-            "stale",
-            f"stale data: the newest {column} in {source_name} is {newest_ts.date().isoformat()}, "
-            f"{days:.0f} days before the run date {reference.date().isoformat()}; at most "
-            f"{_duration(max_age)} allowed (max_age). Is the extract still being refreshed upstream?",
-            detail={
-                "freshness_column": column,
-                "newest": newest_ts.isoformat(),
-                "as_of": reference.isoformat(),
-                "max_age_seconds": max_age.total_seconds(),
-            },
-        )
+    total = sum(n for _, n in counted)
+    newest = counted[-1][0]
+    high = _quantile(counted, total, FRESHNESS_QUANTILE)
+    median = _quantile(counted, total, 0.5)
+    age = reference - high
+    if age <= pd.Timedelta(max_age):
+        return
+    recent = sum(n for day, n in counted if reference - day <= pd.Timedelta(max_age))
+    ignored = (
+        f" ({sum(future.values())} row(s) dated after the run date, e.g. {min(future).date().isoformat()}, "
+        "were not counted)"
+        if future
+        else ""
+    )
+    raise BatchRejected(
+        "stale",
+        f"stale data: the newest {column} in {source_name} is {newest.date().isoformat()}, "
+        f"{_days(reference - newest)} before the run date {reference.date().isoformat()}; 99% of its "
+        f"{total:,} dated rows are from {high.date().isoformat()} or earlier ({_days(age)} old, the median "
+        f"{_days(reference - median)}), {recent:,} within the allowed age{ignored}; at most "
+        f"{_duration(max_age)} allowed (max_age). Is the extract still being refreshed upstream?",
+        detail={
+            "freshness_column": column,
+            "newest": newest.isoformat(),
+            "percentile_99": high.isoformat(),
+            "median": median.isoformat(),
+            "rows_within_max_age": recent,
+            "dated_rows": total,
+            "rows_after_run_date": sum(future.values()),
+            "as_of": reference.isoformat(),
+            "max_age_seconds": max_age.total_seconds(),
+        },
+    )
+
+
+def date_counts(values: pd.Series) -> dict[Any, int]:
+    """A date column's rows per day (for :func:`check_freshness`, summed over chunks)."""
+    present = values.dropna()
+    if not len(present):
+        return {}
+    return {day: int(n) for day, n in present.dt.normalize().value_counts().items()}
+
+
+def _quantile(counted: Sequence[tuple[Any, int]], total: int, share: float) -> Any:
+    """The date at or below which ``share`` of the rows lie (the lower one: never interpolated)."""
+    rank = max(0, min(total - 1, int(share * (total - 1))))
+    seen = 0
+    for day, n in counted:
+        seen += n
+        if seen > rank:
+            return day
+    return counted[-1][0]
+
+
+def _days(delta: Any) -> str:
+    days = delta.total_seconds() / 86400
+    return f"{days:.0f} day{'s' if round(days) != 1 else ''}"
 
 
 def _duration(value: timedelta) -> str:

@@ -8,6 +8,7 @@ and the gate's result table keeps the structured list.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -87,12 +88,15 @@ def safe_value(value: Any) -> Any:
         return value.isoformat()
     if hasattr(value, "item"):
         value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)  # jsonb has no inf: kept as the text a person reads
     if isinstance(value, str) and len(value) > 200:
-        return value[:200] + f"… [{len(value):,} characters]"
-    if isinstance(value, (int, float, bool, str)):
+        value = value[:200] + f"… [{len(value):,} characters]"
+    if isinstance(value, (int, float, bool)):
         return value
     text = str(value)
-    return text if len(text) <= 200 else text[:200] + f"… [{len(text):,} characters]"
+    text = text if len(text) <= 200 or isinstance(value, str) else text[:200] + f"… [{len(text):,} characters]"
+    return text.replace("\x00", "\u2400")  # a NUL byte, shown as ␀: jsonb cannot store it
 
 
 def _bound(value: Any) -> str:

@@ -82,8 +82,8 @@ class ValidationGateOperator(LedgerStepOperator):
     :param key_column: the business key column; default: the suite's ``key_column``.
     :param required_columns: columns the input must have; default: the suite's.
     :param min_rows: the smallest acceptable number of data rows (an empty input always fails). (templated)
-    :param freshness_column: date column whose newest value must be recent; default: the suite's.
-    :param max_age: how old that newest value may be: a ``timedelta`` or a number of days (templated;
+    :param freshness_column: date column whose rows must be recent as a whole; default: the suite's.
+    :param max_age: how old the 99th percentile date may be: a ``timedelta`` or a number of days (templated;
         a rendered ``""`` or ``"none"`` skips the check); None: no check.
     :param max_exception_rate: the largest share of failing rows the batch may have (0..1). (templated)
     :param chunk_size: rows per chunk.

@@ -167,6 +167,10 @@ class CsvReader(SourceReader):
         self._hash_and_check_utf8(text=True)
         with self.path.open(encoding="utf-8-sig", newline="") as fh:
             first = fh.readline()
+            try:
+                record = next(csv.reader(fh, delimiter=self.delimiter), None)  # the first data row, quoted
+            except csv.Error:
+                record = None  # pandas' own reading names what is wrong with it
         self.header_line = first.rstrip("\r\n")
         if not self.header_line.strip():
             raise BatchRejected(
@@ -185,6 +189,10 @@ class CsvReader(SourceReader):
                 )
             seen[name] = position
         self.columns = header
+        if record is not None and len(record) > len(header):
+            # pandas would take the surplus first field as the index and shift every column of every
+            # row ("exception_date '467.98' is not a date" 480 times): name the row, as for later ones.
+            raise self._too_many_fields(2, len(record), len(header))
 
     def chunks(self) -> Iterator[Chunk]:
         import pandas as pd
@@ -213,16 +221,20 @@ class CsvReader(SourceReader):
         match = _TOKENIZE_ERROR.search(str(exc))
         if match:
             expected, line, saw = match.groups()
-            reason = (
-                f"line {line} of {self.path.name} has {saw} fields, the header has {expected}: "
-                f"probably a '{self.delimiter}' inside an unquoted text field; the file cannot be read "
-                "reliably, fix the export's quoting"
-            )
-            return BatchRejected("unreadable", reason, detail={"line": int(line)}, input_hash=self.input_hash)
+            return self._too_many_fields(int(line), int(saw), int(expected))
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return BatchRejected(
             "unreadable", f"{self.path.name} cannot be read as CSV: {first_line}", input_hash=self.input_hash
         )
+
+
+    def _too_many_fields(self, line: int, saw: int, expected: int) -> BatchRejected:
+        reason = (
+            f"line {line} of {self.path.name} has {saw} fields, the header has {expected}: "
+            f"probably a '{self.delimiter}' inside an unquoted text field; the file cannot be read "
+            "reliably, fix the export's quoting"
+        )
+        return BatchRejected("unreadable", reason, detail={"line": line}, input_hash=self.input_hash)
 
 
 class JsonLinesReader(SourceReader):
@@ -245,7 +257,8 @@ class JsonLinesReader(SourceReader):
                 if not line.strip():
                     continue
                 try:
-                    record = json.loads(line)
+                    # NaN/Infinity kept as the text they were: the column's type check names them.
+                    record = json.loads(line, parse_constant=str)
                 except json.JSONDecodeError as exc:
                     raise BatchRejected(
                         "unreadable",

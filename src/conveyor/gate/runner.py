@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from conveyor.gate.batch_checks import check_columns, check_freshness, check_row_count
+from conveyor.gate.batch_checks import check_columns, check_freshness, check_row_count, date_counts
 from conveyor.gate.columns import (
     PARSE_EXPECTATION,
     ParseFailure,
@@ -40,11 +40,13 @@ from conveyor.gate.errors import BatchRejected, InputChanged, RepeatedInput
 from conveyor.gate.failures import RowFailure, error_text, is_missing, reason_for, safe_value, show
 from conveyor.gate.readers import DEFAULT_CHUNK_SIZE, Chunk, SourceReader, reader_for
 from conveyor.gate.results import GateResultStore, GateSummary, ResultRow
+from conveyor.gate.storable import NON_FINITE_TEXT, unstorable_cells
 from conveyor.gate.suites import GateSuite, load_suite
 from conveyor.ledger import Ledger, NewItem, Route
 from conveyor.ledger.receiving import no_gc
 from conveyor.ledger.statuses import Status
 from conveyor.ledger.store import ItemUpdate, item_id_for
+from conveyor.ledger.values import storable
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -74,8 +76,8 @@ class GateConfig:
     :param key_column: the business key column (default: the suite's ``key_column``).
     :param required_columns: columns every input must have (default: the suite's).
     :param min_rows: fewer data rows fail the batch (an empty input always does).
-    :param freshness_column: a date column whose newest value must be recent (default: the suite's).
-    :param max_age: how old that newest value may be; None skips the freshness check.
+    :param freshness_column: a date column whose rows must be recent as a whole (default: the suite's).
+    :param max_age: how old the 99th percentile date of the rows may be; None skips the freshness check.
     :param max_exception_rate: the largest share of failing rows that still lets the batch through.
     :param chunk_size: rows per chunk.
     :param max_cell_chars: longer text cells fail their row (and are shortened in the payload).
@@ -125,7 +127,10 @@ class _Validated:
     first_row_of_key: dict[str, int] = field(default_factory=dict)
     repeats: dict[str, list[int]] = field(default_factory=dict)
     unexpected_columns: list[str] = field(default_factory=list)
-    newest: Any = None
+    #: the freshness column's rows per day, over the whole input
+    dates: dict[Any, int] = field(default_factory=dict)
+    #: rows holding a value jsonb cannot store (their payload is stored made storable)
+    unstorable: set[int] = field(default_factory=set)
     cached: tuple[Chunk, Any, set[tuple[int, str]]] | None = None
     chunks: int = 0
     #: ledger mode: data row -> item id
@@ -304,6 +309,9 @@ class GateRunner:
             bad_cells = {(f.row, f.column) for f in parse_failures}
             for failure in parse_failures:
                 plan.findings.setdefault(failure.row, []).append(self._parse_finding(failure))
+            for finding in unstorable_cells(frame):  # a NUL byte, inf: a row failure, not a crash
+                plan.findings.setdefault(finding.row, []).append(finding)
+                plan.unstorable.add(finding.row)
             if len(frame):
                 assert self.validator is not None
                 for row, found in self.validator.validate(typed).items():
@@ -317,9 +325,8 @@ class GateRunner:
                 plan.item_of_row.update(zip((int(r) for r in frame.index), chunk.item_ids, strict=True))
             self._track_keys(plan, frame)
             if self.freshness_column and self.freshness_column in typed.columns and len(typed):
-                newest = typed[self.freshness_column].max()
-                if newest == newest and (plan.newest is None or newest > plan.newest):
-                    plan.newest = newest
+                for day, n in date_counts(typed[self.freshness_column]).items():  # per day: bounded memory
+                    plan.dates[day] = plan.dates.get(day, 0) + n
             plan.rows += len(frame)
             plan.cached = (chunk, typed, bad_cells) if plan.chunks == 1 else None
         self._mark_duplicates(plan)
@@ -400,12 +407,15 @@ class GateRunner:
 
     @staticmethod
     def _parse_finding(failure: ParseFailure) -> RowFailure:
+        expected = failure.expected
+        if isinstance(failure.value, str) and failure.value.strip().lower() in NON_FINITE_TEXT:
+            expected = "a finite number"  # NaN/inf: a number to Python, never an amount
         return RowFailure(
             failure.row,
             PARSE_EXPECTATION,
             failure.column,
             safe_value(failure.value),
-            f"{failure.column} {show(failure.value)} is not {failure.expected}",
+            f"{failure.column} {show(failure.value)} is not {expected}",
         )
 
     def _track_keys(self, plan: _Validated, frame: pd.DataFrame) -> None:
@@ -473,7 +483,7 @@ class GateRunner:
             )
         if self.freshness_column and cfg.max_age is not None and not cfg.ledger_mode:
             check_freshness(
-                plan.newest,
+                plan.dates,
                 column=self.freshness_column,
                 as_of=cfg.as_of,
                 max_age=cfg.max_age,
@@ -535,7 +545,14 @@ class GateRunner:
         cfg = self.config
         frame = chunk.frame
         payloads = self._payloads(frame, typed, bad_cells)
-        keys = frame[self.key_column].tolist()
+        if plan.unstorable:
+            first = int(frame.index[0]) if len(frame) else 0
+            for row in plan.unstorable:
+                if 0 <= row - first < len(payloads):
+                    payloads[row - first] = storable(payloads[row - first])
+        # A key of NUL bytes only (the padding some exporters leave at the end) is no key at all.
+        keys = [None if isinstance(k, str) and k and not k.strip("\x00") else storable(k)
+                for k in frame[self.key_column].tolist()]  # fmt: skip
         new_items: list[NewItem] = []
         row_of_item: dict[str, int] = {}
         routes: dict[str, Route] = {}

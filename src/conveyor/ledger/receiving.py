@@ -82,9 +82,12 @@ class LazyRows:
             yield from self._rows
             return
         self._rows = []
+        from conveyor.ledger.values import check_json_text
+
         encode, hashed, rows = self._encode, self._hash, self._rows
         for item_id, item in self._chunk:
             text = encode(item.payload)
+            check_json_text(text, item.payload, item_id=item_id)  # a named refusal, not a COPY error
             row = (item_id, item.business_key, text, item.input_hash or hashed(text), item.priority)
             rows.append(row)
             yield row

@@ -236,12 +236,15 @@ RETURNING item_id
 
 def _move_data(item_ids: Sequence[str], columns: Mapping[str, Sequence[Any]]) -> str:
     """The per-item data of a move as one JSON array of objects (for ``jsonb_to_recordset``)."""
+    from conveyor.ledger.values import check_json_text
+
     names = ["item_id", *columns]
-    return json.dumps(
-        [dict(zip(names, values, strict=True)) for values in zip(item_ids, *columns.values(), strict=True)],
-        ensure_ascii=False,
-        separators=(",", ":"),
-    )
+    rows = [dict(zip(names, values, strict=True)) for values in zip(item_ids, *columns.values(), strict=True)]
+    text = json.dumps(rows, ensure_ascii=False, separators=(",", ":"))
+    if "\\u0000" in text or "NaN" in text or "Infinity" in text:  # rare: name the item at fault
+        for row in rows:
+            check_json_text(json.dumps(row, ensure_ascii=False), row, item_id=row["item_id"])
+    return text
 
 
 _TYPES = {"item_id": "text", "detail": "text", **{name: kind for name, kind, _, _ in _OPTIONAL_FIELDS}}

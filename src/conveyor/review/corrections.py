@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from conveyor.ledger.values import problem_in
 from conveyor.review.errors import InvalidDecision
 
 _MISSING: Any = object()
@@ -39,6 +40,10 @@ def merge_changes(current: Any, changes: Mapping[str, Any], *, what: str) -> tup
     bad = [key for key in changes if not isinstance(key, str) or not key.strip()]
     if bad:
         raise InvalidDecision(f"field names must be non-empty strings, got {bad[0]!r}")
+    for key, after in changes.items():
+        problem = problem_in(after, key)
+        if problem:  # jsonb cannot hold it: refused with the field named, never a database error
+            raise InvalidDecision(f"the correction cannot be stored: {problem}. Nothing was changed")
     merged = dict(current)
     diff: list[dict[str, Any]] = []
     for key, after in changes.items():

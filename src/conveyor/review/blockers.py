@@ -6,8 +6,8 @@ field, what it needs, and the decisions that do apply):
 
 * ``needs_correction``: quarantined input that failed a hard check of its gate (a required field
   empty, a value not of its type or form; :mod:`conveyor.gate.contract`), or whose data breaks the
-  recorded contract now. Business-rule findings (a duplicate id, an amount over a bound) are
-  waivable and block nothing;
+  recorded contract now, or an item a publication could not render. Business-rule findings (a
+  duplicate id, an amount over a bound) are waivable and block nothing;
 * ``no_answer``: an item whose AI step gave no answer that passes the step's output schema (the
   model failed, or answered out of form). The reviewer writes the answer (``correct``) or sends it
   back to the AI step (``retry_ai``);
@@ -137,6 +137,9 @@ def _pending_blockers(
             "without it; retry the effect, record it as done elsewhere with a reference, or reject the item",
             ("retry_effect", "done_elsewhere", "reject"),
         )]  # fmt: skip
+    if detail.get("unrenderable"):
+        return [_correction(None, f"{detail['unrenderable']} could not render it ({detail.get('error')}): "
+                                  "approving it as it is would break the publication again; correct or reject it")]
     declaration = declared.get(item.review_target or "")
     if declaration is None:
         return []

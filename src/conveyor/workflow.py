@@ -192,6 +192,7 @@ class Workflow:
         allowed.add((Status.QUARANTINED, Status.CORRECTED))
         # An item the AI step gave no usable answer is sent back through its gate and AI step.
         allowed.add((Status.PENDING_REVIEW, Status.CORRECTED))
+        allowed.add((Status.CORRECTED, Status.PENDING_REVIEW))  # that send-back undone by its reviewer
         allowed.update((Status.CORRECTED, s) for s in self.chain[1:-1])
         allowed.update(
             (Status.CORRECTED, s) for s in (Status.QUARANTINED, Status.REJECTED, Status.FAILED, Status.CANCELLED)

@@ -235,3 +235,67 @@ def test_a_refused_effect_is_sent_back_to_be_tried_again(rita, ledger, refused_e
     assert done.status_code == 200, done.text
     assert ledger.get(refused_effect[1]).status == "approved"
     assert refused_effect[1] in ledger.claim_effects("pay_out", [refused_effect[1]], actor="test.pay#2")
+
+
+@pytest.mark.browser
+def test_the_page_says_why_approve_is_off_before_the_key_is_pressed(api_server, ledger, gated):
+    from tests.support.api import USERS
+    from tests.support.browser import chromium_page
+
+    with chromium_page(1500, 1000) as page:
+        page.goto(f"{api_server.url}/auth/login?next=/conveyor/review/%3Fworkflow%3D{WF}")
+        page.fill("input[name=username]", "rita")
+        page.fill("input[name=password]", USERS["rita"][1])
+        page.click("button[type=submit]")
+        page.wait_for_selector(f"#queue tbody tr[data-item-id='{gated[2]}']")
+        page.click(f"#queue tbody tr[data-item-id='{gated[2]}']")
+        page.wait_for_selector(f"#item-body[data-loaded='{gated[2]}']")
+        page.wait_for_selector("#approve-blocked:not([hidden])")
+        assert "supplier_id is empty" in page.inner_text("#approve-blocked")
+        assert page.is_disabled("#approve")
+        page.click("#item-head")
+        page.keyboard.press("a")
+        page.wait_for_selector("#decision-result", state="visible")
+        page.wait_for_function("() => document.querySelector('#decision-result').textContent.startsWith('Not applied')")
+        assert ledger.get(gated[2]).status == "quarantined"
+        # A waivable item on the same page: Approve is on, and works.
+        page.click(f"#queue tbody tr[data-item-id='{gated[3]}']")
+        page.wait_for_selector(f"#item-body[data-loaded='{gated[3]}']")
+        assert page.is_hidden("#approve-blocked") and page.is_enabled("#approve")
+        page.click("#approve")
+        page.wait_for_function("() => document.querySelector('#decision-result').textContent.includes('now validated')")
+    assert ledger.get(gated[3]).status == "validated"
+
+
+# -- undo ------------------------------------------------------------------------------------------
+
+
+def test_a_reviewer_undoes_their_own_approval_while_the_item_has_not_moved_on(rita, api_server, ledger, gated):
+    approved = rita.post(item_url(gated[3], "/decision"), json={"action": "approve"})
+    assert approved.status_code == 200
+    with api_server.client("admin") as admin:
+        theirs = admin.post(item_url(gated[3], "/decision"), json={"action": "undo"})
+    assert theirs.status_code == 422 and "only they can undo it" in theirs.json()["detail"]
+    undone = rita.post(item_url(gated[3], "/decision"), json={"action": "undo"})
+    assert undone.status_code == 200, undone.text
+    assert undone.json()["to_status"] == "quarantined" and ledger.get(gated[3]).status == "quarantined"
+    last = ledger.history(gated[3])[-1]
+    assert last.actor == "reviewer:rita" and last.detail["action"] == "undo"
+    assert last.detail["undoes"]["to_status"] == "validated"
+    # Once the item has moved on (a step picked it up), there is nothing to undo.
+    rita.post(item_url(gated[3], "/decision"), json={"action": "approve"})
+    ledger.transition(WF, [gated[3]], to_status="ai_processed", actor="test.ai#1", from_status="validated")
+    late = rita.post(item_url(gated[3], "/decision"), json={"action": "undo"})
+    assert late.status_code == 422 and ledger.get(gated[3]).status == "ai_processed"
+
+
+def test_undoing_a_correction_restores_the_values_and_a_rejection_is_final(rita, ledger, gated):
+    rita.post(item_url(gated[4], "/decision"), json={"action": "correct", "changes": {"amount": "19.5"}})
+    assert ledger.get(gated[4]).payload["amount"] == 19.5
+    undone = rita.post(item_url(gated[4], "/decision"), json={"action": "undo"})
+    assert undone.status_code == 200, undone.text
+    item = ledger.get(gated[4])
+    assert item.status == "quarantined" and item.payload["amount"] == "12,50"
+    rita.post(item_url(gated[2], "/decision"), json={"action": "reject", "comment": "wrong key"})
+    final = rita.post(item_url(gated[2], "/decision"), json={"action": "undo"})
+    assert final.status_code == 422 and "final" in final.json()["detail"]

@@ -78,6 +78,8 @@ class Action(StrEnum):
     RETRY_EFFECT = "retry_effect"
     #: an item whose effect was refused: done by other means (``reference`` says where)
     DONE_ELSEWHERE = "done_elsewhere"
+    #: the reviewer's own latest decision taken back, while the item has not moved on
+    UNDO = "undo"
 
 
 @dataclass(frozen=True)
@@ -312,6 +314,16 @@ class ReviewQueue:
         if action is Action.DONE_ELSEWHERE and not (reference and reference.strip()):
             raise InvalidDecision("done_elsewhere needs a reference: where the effect was done (e.g. a payment id)")
         item = self.ledger.get(item_id)
+        if action is Action.UNDO:
+            from conveyor.review.undo import undo_plan
+
+            target, update = undo_plan(item, self.ledger.history(item_id), actor)
+            moved = self.ledger.transition(item.workflow, {item_id: update}, to_status=target, actor=actor,
+                                           from_status=item.status)  # fmt: skip
+            if item_id not in moved.moved:
+                raise InvalidDecision(f"item {item_id!r} moved on meanwhile: the decision cannot be undone")
+            wake(self.ledger, {item.workflow: {item.run_id}})
+            return DecisionResult(item_id, action, item.status, target, actor, comment)
         if item.status not in REVIEW_STATUSES:
             raise self._refusal(item_id, item.status)
         if action in (Action.APPROVE, Action.REJECT):

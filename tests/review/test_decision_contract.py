@@ -299,3 +299,17 @@ def test_undoing_a_correction_restores_the_values_and_a_rejection_is_final(rita,
     rita.post(item_url(gated[2], "/decision"), json={"action": "reject", "comment": "wrong key"})
     final = rita.post(item_url(gated[2], "/decision"), json={"action": "undo"})
     assert final.status_code == 422 and "final" in final.json()["detail"]
+
+
+def test_the_cli_undoes_its_own_approval(ledger, gated):
+    conveyor = str(Path(sys.executable).with_name("conveyor"))
+
+    def cli(*argv: str) -> subprocess.CompletedProcess:
+        return subprocess.run([conveyor, "--dsn", ledger.dsn, "review", gated[3], *argv, "--by", "carol"],
+                              capture_output=True, text=True, env=dict(os.environ), timeout=60)  # fmt: skip
+
+    assert cli("--approve").returncode == 0 and ledger.get(gated[3]).status == "validated"
+    done = cli("--undo")
+    assert done.returncode == 0, done.stderr
+    assert ledger.get(gated[3]).status == "quarantined"
+    assert ledger.history(gated[3])[-1].detail["action"] == "undo"

@@ -54,6 +54,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="send an item the AI step gave no usable answer back to the AI step")
     action.add_argument("--retry-effect", dest="action", action="store_const", const="retry_effect",
                         help="send an item whose effect was refused back to the effect step")
+    action.add_argument("--undo", dest="action", action="store_const", const="undo",
+                        help="take back your own latest decision on an item that has not moved on")
     action.add_argument("--done-elsewhere", dest="reference", metavar="REFERENCE",
                         help="record an item's refused effect as done elsewhere (e.g. a payment id)")
     review.add_argument("--by", required=True, metavar="NAME", help="who decides (recorded in the history)")
@@ -151,7 +153,7 @@ def run_review(args: argparse.Namespace) -> int:
     action = args.action
     if args.reference is not None:
         action = "done_elsewhere"
-    if action in ("retry_ai", "retry_effect", "done_elsewhere") and (args.all or len(args.items) != 1):
+    if action in ("retry_ai", "retry_effect", "done_elsewhere", "undo") and (args.all or len(args.items) != 1):
         print(f"conveyor: {action.replace('_', '-')} takes exactly one item", file=sys.stderr)
         return 2
     if args.all or len(args.items) != 1:

@@ -337,7 +337,9 @@ class ReviewQueue:
             done = outcome.decided[0]
             return DecisionResult(item_id, action, done.from_status, done.to_status, actor, comment)
         if action in (Action.RETRY_AI, Action.RETRY_EFFECT, Action.DONE_ELSEWHERE):
-            target, update = self._way_on(item, action, comment, actor, reference)
+            from conveyor.review.ways_on import way_on
+
+            target, update = way_on(self.ledger, item, action.value, comment=comment, actor=actor, reference=reference)
         elif item.status == Status.QUARANTINED:
             target, update = self._input_correction(item, changes or {}, comment)
         elif item.status == Status.PENDING_REVIEW:
@@ -360,38 +362,6 @@ class ReviewQueue:
         # the run's review step wakes now, not on its next poll tick
         wake(self.ledger, {item.workflow: {item.run_id}})
         return DecisionResult(item_id, action, item.status, target, actor, comment)
-
-    def _way_on(
-        self, item: Item, action: Action, comment: str | None, actor: str, reference: str | None
-    ) -> tuple[str, ItemUpdate]:
-        """Where a blocked item goes instead of an approval: back to its AI step, back to its effect
-        step, or on with its effect recorded as done elsewhere."""
-        found = blockers_of(self.ledger, [item]).get(item.item_id, [])
-        offering = [b for b in found if action.value in b.actions]
-        if action is Action.RETRY_AI:
-            if item.status != Status.PENDING_REVIEW or not item.review_target:
-                raise InvalidDecision(f"item {item.item_id!r} is {item.status!r}: only an item an AI step sent to "
-                                      "review can be sent back to it")  # fmt: skip
-            # Through ``corrected``: the run's review step validates it again and runs the steps
-            # between its gate and itself (the AI step among them), see conveyor.review.catch_up.
-            detail = {"action": action.value, "ai_step_status": item.review_target}
-            return Status.CORRECTED, ItemUpdate(reason=comment or "sent back to the AI step",
-                                                review_target=item.review_target, detail=detail)  # fmt: skip
-        if not offering:
-            raise InvalidDecision(f"{action.value} applies to an item whose effect was refused; item "
-                                  f"{item.item_id!r} is not one")  # fmt: skip
-        entry = self.ledger.latest_moves([item.item_id], to_status=item.status).get(item.item_id)
-        effect_detail = dict(entry.detail) if entry is not None and isinstance(entry.detail, Mapping) else {}
-        effect = str(effect_detail.get("effect"))
-        if action is Action.RETRY_EFFECT:
-            back = str(effect_detail.get("from_status") or "")
-            detail = {"action": action.value, "effect": effect}
-            return back, ItemUpdate(reason=comment or f"retry {effect}: clear the effect step of run "
-                                    f"{item.run_id!r} to try it again", review_target=item.review_target,
-                                    detail=detail)  # fmt: skip
-        detail = {"action": action.value, "effect": effect, "reference": (reference or "").strip()}
-        target = item.review_target or _approval_target(item, self.ledger.history(item.item_id), self.ledger)
-        return target, ItemUpdate(reason=comment or f"{effect} done elsewhere: {detail['reference']}", detail=detail)
 
     def _input_correction(self, item: Item, changes: Mapping[str, Any], comment: str | None) -> tuple[str, ItemUpdate]:
         """Quarantined input corrected: merged into the field its gate validated, to ``corrected``."""
@@ -433,6 +403,7 @@ class ReviewQueue:
         }
         target = _approval_target(item, history, self.ledger)
         return target, ItemUpdate(reason=comment, ai_result=merged, detail=detail)
+
     def decide_many(
         self,
         item_ids: Sequence[str] | None,

@@ -165,6 +165,10 @@ class SignOffOperator(HITLOperator):
             try:
                 outputs = step.preview(context, status=self.status)
             except Exception as exc:
+                if not items:  # nothing to sign off (a re-run after the publication): say so, ask
+                    why = str(exc)
+                    store.discard([key])
+                    return [f"**No preview:** {why}"]
                 # What cannot be rendered cannot be approved: asking would let a person approve a
                 # publication that then fails (the run red after the sign-off). Fail once, naming why.
                 from airflow.sdk.exceptions import AirflowFailException

@@ -190,6 +190,9 @@ class Workflow:
         # Corrected input is validated again: it passes to any later step of the chain (the gate's
         # output), or fails back to quarantined; it may also be rejected, failed or cancelled.
         allowed.add((Status.QUARANTINED, Status.CORRECTED))
+        # An item the AI step gave no usable answer is sent back through its gate and AI step.
+        allowed.add((Status.PENDING_REVIEW, Status.CORRECTED))
+        allowed.add((Status.CORRECTED, Status.PENDING_REVIEW))  # that send-back undone by its reviewer
         allowed.update((Status.CORRECTED, s) for s in self.chain[1:-1])
         allowed.update(
             (Status.CORRECTED, s) for s in (Status.QUARANTINED, Status.REJECTED, Status.FAILED, Status.CANCELLED)

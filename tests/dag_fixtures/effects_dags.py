@@ -157,3 +157,35 @@ with DAG("effects_per_item", schedule=None, start_date=START, params={"items": P
 
     seed_approved_items() >> NotifyOnce(task_id="notify", workflow="supplier_exceptions", from_status="approved",
                                         to_status="published", retries=0)
+
+
+with DAG(
+    "effects_publish_grouped",
+    schedule=None,
+    start_date=START,
+    params={"rows": Param([], type="array"), "output_folder": Param("", type="string")},
+) as grouped_dag:
+
+    @task
+    def seed_rows(params=None, run_id=None):
+        """Approved items with the given payloads (``key``, ``supplier_id``, ``amount``) and a draft each."""
+        from conveyor.ledger import Ledger, NewItem
+        from conveyor.ledger.store import ItemUpdate
+
+        ledger, wf = Ledger(), "supplier_exceptions"
+        ledger.receive(wf, run_id, [NewItem(r["key"], r) for r in params["rows"]], actor="seed")
+        ids = [f"{wf}:{r['key']}" for r in params["rows"]]
+        ledger.transition(wf, ids, to_status="validated", from_status="received", actor="seed")
+        ledger.transition(wf, {i: ItemUpdate(ai_result={"draft": f"Draft of {i}."}) for i in ids},
+                          to_status="ai_processed", from_status="validated", actor="seed")
+        ledger.transition(wf, ids, to_status="approved", from_status="ai_processed", actor="seed")
+
+    seed_rows() >> PublishOperator(
+        task_id="publish_report",
+        workflow="supplier_exceptions",
+        templates=["templates/grouped_report.md.j2"],
+        title="Grouped {{ dag_run.run_after | ds }}",
+        required_fields=["ai_result.draft"],
+        output_folder="{{ params.output_folder or None }}",
+        retries=3,
+    )

@@ -126,3 +126,42 @@ def test_payments_once_per_invoice_and_files_archived(airflow_db, ledger, inbox,
     assert ledger.get("invoice_processing:INV-A").status == "archived"
     with ledger.connect() as conn:
         assert conn.execute("SELECT count(*) FROM example_erp.payments").fetchone() == (1,)
+
+
+def _grouped_rows(at: int, **odd):
+    rows = [{"key": f"EX-{n}", "supplier_id": f"SUP-000{n % 2}", "amount": 100.0 * (n + 1)} for n in range(6)]
+    rows[at].update(odd)
+    return rows
+
+
+@pytest.mark.parametrize(
+    ("at", "odd", "why"),
+    [
+        (2, {"supplier_id": None}, "'<' not supported"),
+        (2, {"amount": "1936.40"}, "'<' not supported"),
+        (3, {"amount": "1936.40"}, "'<' not supported"),  # not in the first item's group
+    ],
+    ids=["empty-supplier", "text-amount", "text-amount-in-another-group"],
+)
+def test_an_item_the_report_cannot_render_goes_to_a_person_and_the_rest_is_published(
+    airflow_db, ledger, tmp_path, at, odd, why
+):
+    """Issue 21: one item broke the grouped report and publish_report failed three times; now that
+    item is parked for review with the reason, the others are published, the run is green."""
+    from tests.dag_fixtures.effects_dags import grouped_dag
+
+    run = grouped_dag.test(logical_date=LOGICAL.add(days=5), run_after=LOGICAL.add(days=5),
+                           run_conf={"rows": _grouped_rows(at, **odd), "output_folder": tmp_path.as_uri()})
+
+    assert run.state == "success"
+    (ti,) = [t for t in run.get_task_instances() if t.task_id == "publish_report"]
+    assert ti.try_number == 1  # no retry spent on a deterministic error
+    parked = ledger.get(f"supplier_exceptions:EX-{at}")
+    assert parked.status == "pending_review" and why in parked.reason and "publish_report" in parked.reason
+    assert ledger.count_by_status(workflow="supplier_exceptions") == {"published": 5, "pending_review": 1}
+    text = (tmp_path / "grouped_report.md").read_text()
+    assert f"EX-{at}" not in text and all(f"EX-{n}" in text for n in range(6) if n != at)
+    # A person cannot approve it back into the publication as it is.
+    from conveyor.review.blockers import blockers_of
+
+    assert blockers_of(ledger, [parked])[parked.item_id][0].code == "needs_correction"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 
+import psycopg
 import pytest
 
 from conveyor import ReviewField, Workflow
@@ -150,3 +151,42 @@ def test_claims_show_the_holder_expire_and_end_with_a_decision(queue, ledger):
 def test_claim_minutes_come_from_the_conveyor_option(ledger, monkeypatch):
     monkeypatch.setenv("AIRFLOW__CONVEYOR__REVIEW_CLAIM_MINUTES", "3")
     assert ReviewClaims(ledger).minutes == 3
+
+
+def _seed_pending(ledger, n: int, run_id: str = "run-big") -> None:
+    """``n`` items waiting in pending_review (written by SQL: the decision, not the routing, is tested)."""
+    with ledger.connect() as conn:
+        conn.execute(
+            "INSERT INTO conveyor.items (item_id, workflow, business_key, run_id, status, payload, input_hash,"
+            " review_target) SELECT %s || ':K-' || g, %s, 'K-' || g, %s, 'pending_review', '{}'::jsonb,"
+            " md5(g::text), 'ai_processed' FROM generate_series(1, %s) AS g",
+            (WF, WF, run_id, n),
+        )
+        conn.execute("ANALYZE conveyor.items")
+
+
+@pytest.mark.slow
+def test_all_matching_decides_every_one_of_50000_items_and_wakes_the_run(ledger):
+    """Issue 21: "all matching" stopped at 10,000 and said nothing of the rest."""
+    _seed_pending(ledger, 50_000)
+    queue = ReviewQueue(ledger)
+    with psycopg.connect(ledger.dsn, autocommit=True) as conn:
+        conn.execute(f"LISTEN {ledger.REVIEW_CHANNEL}")
+        outcome = queue.decide_many(None, "reject", reviewer="alice", comment="feed withdrawn",
+                                    where=QueueFilter([WF], run_id="run-big"))  # fmt: skip
+        notes = list(conn.notifies(timeout=2, stop_after=1))
+    assert len(outcome.decided) == 50_000 and outcome.remaining == 0
+    assert ledger.count_by_status(workflow=WF) == {"rejected": 50_000}
+    with ledger.connect() as conn:
+        audited = conn.execute("SELECT count(*) FROM conveyor.transitions WHERE actor = 'reviewer:alice'").fetchone()
+    assert audited[0] == 50_000
+    assert notes and notes[0].payload.endswith("run-big")
+
+
+def test_all_matching_with_a_cap_says_how_many_remain(ledger):
+    _seed_pending(ledger, 1_200)
+    outcome = ReviewQueue(ledger).decide_many(
+        None, "approve", reviewer="alice", where=QueueFilter([WF]), max_items=500
+    )
+    assert len(outcome.decided) == 500 and outcome.remaining == 700
+    assert ledger.count_by_status(workflow=WF) == {"ai_processed": 500, "pending_review": 700}

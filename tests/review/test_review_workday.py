@@ -189,6 +189,10 @@ def test_menu_page_mixed_workflows_bulk_and_claims(api_server: ApiServer, ledger
         frame.fill("#bulk-comment", "checked by phone")
         frame.click("#item-head")
         page.keyboard.press("A")
+        # Issue 21: Shift+A asks first, with the count (it approved at once before).
+        frame.wait_for_selector("#confirm-dialog[open]")
+        assert frame.inner_text("#confirm-title") == "Approve 2 selected item(s)?"
+        page.keyboard.press("Enter")
         frame.wait_for_selector("#bulk-result li")
         result = frame.inner_text("#bulk-result")
         assert "Approved 1 item(s)" in result and "supplier_exceptions:SUP-1: reviewer:admin" in result

@@ -1,7 +1,9 @@
 """``conveyor queue`` and ``conveyor review``: the review queue and reviewers' decisions.
 
 Exit codes of ``review``: 0 decided, 3 unknown item, 5 conflict (someone decided first, or the
-item is not awaiting review), 1 any other refusal. No Airflow import on any path.
+item is not awaiting review; in bulk also an item an approval would let past its step's
+contract), 1 any other refusal (a single approval refused prints the field and what it needs).
+No Airflow import on any path.
 """
 
 from __future__ import annotations
@@ -48,6 +50,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="correct the item: the corrected fields (a JSON object), merged into a quarantined item's input "
         "(validated again by its run) or into a pending item's AI answer (checked, then approved onward)",
     )
+    action.add_argument("--retry-ai", dest="action", action="store_const", const="retry_ai",
+                        help="send an item the AI step gave no usable answer back to the AI step")
+    action.add_argument("--retry-effect", dest="action", action="store_const", const="retry_effect",
+                        help="send an item whose effect was refused back to the effect step")
+    action.add_argument("--undo", dest="action", action="store_const", const="undo",
+                        help="take back your own latest decision on an item that has not moved on")
+    action.add_argument("--done-elsewhere", dest="reference", metavar="REFERENCE",
+                        help="record an item's refused effect as done elsewhere (e.g. a payment id)")
     review.add_argument("--by", required=True, metavar="NAME", help="who decides (recorded in the history)")
     review.add_argument("--comment", metavar="TEXT", help="why (recorded in the history)")
     review.add_argument("--json", action="store_true", help="print JSON")
@@ -141,6 +151,11 @@ def run_review(args: argparse.Namespace) -> int:
 
     payload = None
     action = args.action
+    if args.reference is not None:
+        action = "done_elsewhere"
+    if action in ("retry_ai", "retry_effect", "done_elsewhere", "undo") and (args.all or len(args.items) != 1):
+        print(f"conveyor: {action.replace('_', '-')} takes exactly one item", file=sys.stderr)
+        return 2
     if args.all or len(args.items) != 1:
         return _run_bulk(args)
     if args.workflow or args.run_id or args.status:
@@ -155,7 +170,9 @@ def run_review(args: argparse.Namespace) -> int:
             return 2
     queue = ReviewQueue(Ledger(args.dsn))
     try:
-        result = queue.decide(args.items[0], action, reviewer=args.by, comment=args.comment, changes=payload)
+        result = queue.decide(
+            args.items[0], action, reviewer=args.by, comment=args.comment, changes=payload, reference=args.reference
+        )
     except NotAwaitingReview as exc:  # DecisionConflict included
         if args.json:
             detail = {
@@ -206,7 +223,7 @@ def _run_bulk(args: argparse.Namespace) -> int:
     except InvalidDecision as exc:
         print(f"conveyor: {exc}", file=sys.stderr)
         return 1
-    refused = outcome.already_decided + outcome.not_awaiting_review
+    refused = [*outcome.already_decided, *outcome.not_awaiting_review, *outcome.blocked]
     if args.json:
         print_json(outcome.as_json())
     else:
@@ -218,6 +235,8 @@ def _run_bulk(args: argparse.Namespace) -> int:
             print(f"{r.item_id}: not applied, not awaiting review (it is {r.status})")
         for item_id in outcome.unknown:
             print(f"{item_id}: no such item")
+        for item_id, blockers in sorted(outcome.blocked.items()):
+            print(f"{item_id}: not applied, cannot be approved as it is: " + "; ".join(b.need for b in blockers))
         print(f"{len(outcome.decided)} decided, {len(refused)} refused, {len(outcome.unknown)} unknown")
     if outcome.unknown and not outcome.decided and not refused:
         return 3

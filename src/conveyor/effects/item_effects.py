@@ -21,7 +21,9 @@ For the run's items in ``from_status``:
 2. ``apply`` gets the others, each with a stable ``idempotency_key`` to pass to the external
    system (so even a crash between the effect and its record is safe on a system that honours it);
 3. done items are recorded and move to ``to_status``; refused ones go to a person
-   (``pending_review``, with the reason; approving resumes at ``to_status``); an item ``apply``
+   (``pending_review``, with the reason); a person retries the effect, records it as done
+   elsewhere with a reference, or rejects the item (an approval as it is is refused: it would
+   record ``to_status`` without the effect); an item ``apply``
    neither did nor refused fails the task, so a retry tries it again.
 """
 
@@ -129,7 +131,12 @@ class ItemEffectOperator(LedgerStepOperator):
         if outcome.refused:
             ledger.transition(
                 self.workflow,
-                {i: ItemUpdate(reason=why, review_target=self.to_status) for i, why in outcome.refused.items()},
+                # The audit row names the effect: an approval cannot move the item to to_status
+                # without it (conveyor.review.blockers); a person retries it, records it as done
+                # elsewhere, or rejects it.
+                {i: ItemUpdate(reason=why, review_target=self.to_status,
+                               detail={"effect": self.effect, "from_status": self.from_status})
+                 for i, why in outcome.refused.items()},
                 to_status=Status.PENDING_REVIEW, from_status=self.from_status, actor=actor,
             )
         summary = {"done": len(outcome.done), "done_before": len(before), "refused": len(outcome.refused)}

@@ -13,7 +13,10 @@ The output is what the templates (Jinja2, see :mod:`conveyor.effects.templates`)
 callable make of the items; Conveyor adds only the guarantees around it:
 
 * **never blank**: no items, an item with an empty required field, or an output that renders to
-  nothing fails the task, and nothing is published;
+  nothing fails the task once (no retry), and nothing is published;
+* **one item cannot sink the run**: an item the templates cannot render (a template error only
+  it causes, alone or beside the others) goes to a person (``pending_review``, with the error)
+  and the rest is published; a template error no item is found to cause fails the task once;
 * **once**: the publication is an outbox record in the ledger (effect ``publish_report`` of the
   run); once it is done, a retry or a clear publishes nothing again and only moves the items that
   publication contained;
@@ -64,6 +67,19 @@ def item_record(item: Item, decision: ReviewDecision | None = None) -> dict[str,
         "corrected": decision.changes if decision else [],
         "model_answer": decision.model_answer if decision else None,
     }
+
+
+class UnrenderableItems(AirflowFailException):
+    """The publication cannot be rendered with these items (a template error no retry can fix).
+
+    :param errors: item id -> the error rendering it raised (empty: no single item was found).
+    :param cause: the error rendering the whole publication raised.
+    """
+
+    def __init__(self, errors: Mapping[str, str], cause: BaseException) -> None:
+        named = "; ".join(f"{i}: {e}" for i, e in list(errors.items())[:5]) or "no single item was found to blame"
+        super().__init__(f"the publication cannot be rendered ({type(cause).__name__}: {cause}); items: {named}")
+        self.errors = dict(errors)
 
 
 def outbox_key(workflow: str, run_id: str) -> str:
@@ -135,7 +151,16 @@ class PublishOperator(LedgerStepOperator):
 
             items = ledger.items(workflow=self.workflow, run_id=run_id, status=self.from_status, limit=None)
             with searching_near(dag_file_folder(context)):
-                outputs = self._compose(items, context, ledger)
+                try:
+                    outputs = self._compose(items, context, ledger)
+                except UnrenderableItems as exc:
+                    if not exc.errors:
+                        raise
+                    # One item cannot sink the run: it goes to a person with the reason, the rest
+                    # is published (a second failure fails the task once, naming it).
+                    self._park(ledger, exc.errors, actor)
+                    items = [i for i in items if i.item_id not in exc.errors]
+                    outputs = self._compose(items, context, ledger)
             ledger.claim_effects(EFFECT, [key], actor=actor)
             result = self._write(outputs, items, context)
             ledger.complete_effects(EFFECT, {key: result})
@@ -208,12 +233,82 @@ class PublishOperator(LedgerStepOperator):
             empty = [i.item_id for i in items if not str(dig(item_record(i), path) or "").strip()]
             if empty:
                 raise refuse(f"{len(empty)} item(s) have an empty {path}, e.g. {', '.join(empty[:3])}")
-        values = self.template_context(items, context, ledger.review_decisions(self.workflow, context["run_id"]))
-        outputs = dict(self.render(values)) if self.render is not None else self._from_templates(values)
+        decisions = ledger.review_decisions(self.workflow, context["run_id"])
+        try:
+            outputs = self._render_items(items, context, decisions)
+        except AirflowFailException:
+            raise
+        except Exception as exc:  # a template error is deterministic: never retried
+            raise UnrenderableItems(self._culprits(items, context, decisions), exc) from exc
         blank = [name for name, text in outputs.items() if not str(text).strip()]
         if not outputs or blank:
             raise refuse(f"the output {', '.join(blank) or '(none)'} rendered empty")
         return outputs
+
+    def _render_items(
+        self, items: Sequence[Item], context: Context, decisions: Mapping[str, ReviewDecision] | None = None
+    ) -> dict[str, str]:
+        values = self.template_context(items, context, decisions)
+        return dict(self.render(values)) if self.render is not None else self._from_templates(values)
+
+    def _culprits(
+        self,
+        items: Sequence[Item],
+        context: Context,
+        decisions: Mapping[str, ReviewDecision] | None = None,
+        limit: int = 5_000,
+    ) -> dict[str, str]:
+        """Item id -> error, for the items the publication cannot be rendered with.
+
+        Each item rendered alone finds what breaks on its own; each item rendered with one that
+        renders finds what breaks beside the others (a ``None`` among text a template sorts or
+        groups); failing that (up to 300 items), the items without which the rest renders. Only on
+        the failure path, over at most ``limit`` items.
+        """
+        if len(items) > limit:
+            return {}
+
+        def error_of(group: Sequence[Item]) -> str | None:
+            try:
+                self._render_items(group, context, decisions)
+            except Exception as exc:
+                return f"{type(exc).__name__}: {exc}"
+            return None
+
+        found = {i.item_id: e for i in items if (e := error_of([i])) is not None}
+        if len(found) == len(items):
+            return {}  # every item fails alone: the template is at fault, not an item
+        fine = [i for i in items if i.item_id not in found]
+        if len(fine) >= 2:
+            reference = fine[0]
+            beside = {i.item_id: e for i in fine[1:] if (e := error_of([reference, i])) is not None}
+            if beside and len(beside) == len(fine) - 1 and len(fine) > 2:
+                found[reference.item_id] = next(iter(beside.values()))  # the odd one is the reference
+            else:
+                found.update(beside)
+        if not found and len(items) <= 300:
+            # Breaks only beside some others: the one item without which everything renders (two
+            # or more such items are a pair that cannot go together: nobody can tell which is wrong).
+            alone = [i for i in items if error_of([j for j in items if j is not i]) is None]
+            if len(alone) == 1:
+                found[alone[0].item_id] = error_of(items) or "cannot be rendered beside the others"
+        return found
+
+    def _park(self, ledger: Any, errors: Mapping[str, str], actor: str) -> None:
+        """Send the items the publication cannot be rendered with to a person, with the reason."""
+        from conveyor.ledger.statuses import Status
+        from conveyor.ledger.store import ItemUpdate
+
+        updates = {
+            item_id: ItemUpdate(reason=f"{self.task_id} cannot render it: {error}"[:500], last_error=error,
+                                review_target=self.from_status,
+                                detail={"unrenderable": self.task_id, "error": error[:500]})
+            for item_id, error in errors.items()
+        }  # fmt: skip
+        ledger.transition(self.workflow, updates, to_status=Status.PENDING_REVIEW, from_status=self.from_status,
+                          actor=actor)  # fmt: skip
+        self.log.warning("%d item(s) cannot be rendered; sent to review, the rest is published: %s",
+                         len(errors), "; ".join(f"{i}: {e}" for i, e in list(errors.items())[:5]))
 
     def _from_templates(self, values: Mapping[str, Any]) -> dict[str, str]:
         from conveyor.effects.templates import output_name, render_file

@@ -36,6 +36,7 @@ from conveyor.gate.columns import (
     guess_date_format,
     typed_frame,
 )
+from conveyor.gate.contract import contract_of, overrides_of, recorded_checks
 from conveyor.gate.errors import BatchRejected, InputChanged, RepeatedInput
 from conveyor.gate.failures import RowFailure, error_text, is_missing, reason_for, safe_value, show
 from conveyor.gate.readers import DEFAULT_CHUNK_SIZE, Chunk, SourceReader, reader_for
@@ -709,8 +710,19 @@ class GateRunner:
             review_target=self.gate_output,
             # Which gate found it, and in which field: a correction lands there and is validated
             # again by this gate (see conveyor.review.revalidation).
-            detail={"gate": self.config.step, "suite": self.suite.name, "field": self.item_field},
+            # What a person may waive, and the contract a correction is coerced to and an approval
+            # checked against (see conveyor.gate.contract): the API server has no suite file.
+            detail={"gate": self.config.step, "suite": self.suite.name, "field": self.item_field,
+                    "checks": recorded_checks(findings, self._waivers), "contract": self._contract},
         )
+
+    @functools.cached_property
+    def _waivers(self) -> dict[tuple[str, str | None], bool]:
+        return overrides_of(self.suite)
+
+    @functools.cached_property
+    def _contract(self) -> dict[str, Any]:
+        return contract_of(self.suite)
 
     def _move(self, passing: list[str], failing: dict[str, ItemUpdate], summary: GateSummary) -> None:
         cfg = self.config

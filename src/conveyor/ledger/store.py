@@ -817,6 +817,27 @@ class Ledger:
                 raise UnknownItem(item_id)
         return [TransitionRecord(**row) for row in rows]
 
+    def latest_moves(
+        self, item_ids: Sequence[str], *, to_status: str | Sequence[str] | None = None
+    ) -> dict[str, TransitionRecord]:
+        """Each item's latest transition (into one of ``to_status`` when given), in one query read
+        through the ``transitions_item`` index: what a bulk decision needs to know of each item
+        (the checks its quarantine recorded, the step that routed it, its last decision).
+
+        :param item_ids: the items (those with no such transition are absent from the answer).
+        :param to_status: only moves into this status (or these statuses).
+        """
+        if not item_ids:
+            return {}
+        query = f"SELECT DISTINCT ON (item_id) {TRANSITION_COLUMNS} FROM conveyor.transitions WHERE item_id = ANY(%s)"
+        params: list[Any] = [list(item_ids)]
+        if to_status is not None:
+            query += " AND to_status = ANY(%s)"
+            params.append(list(as_statuses(to_status)))
+        query += " ORDER BY item_id, id DESC"
+        with self.connect() as conn, conn.cursor(row_factory=dict_row) as cur:
+            return {row["item_id"]: TransitionRecord(**row) for row in cur.execute(query, params).fetchall()}  # type: ignore[arg-type]
+
     def items(
         self,
         *,

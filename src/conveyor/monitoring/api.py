@@ -59,9 +59,15 @@ BaselineDays = Annotated[int, Query(ge=1, le=31)]
 
 def _as_of(value: datetime | None) -> datetime:
     try:
-        return metrics.utc(value)
+        as_of = metrics.utc(value)
     except ValueError as exc:
         raise HTTPException(status_code=422, detail=str(exc)) from None
+    # Windows reach back up to 90 days before as_of (and a baseline of weeks): a time near year 1
+    # or 9999 would overflow the arithmetic. Nothing the ledger holds is that old or that late.
+    if not 1970 <= as_of.year <= 9000:
+        raise HTTPException(status_code=422, detail=f"as_of {as_of.isoformat()} is out of range: "
+                                                    "give a time between 1970 and 9000")
+    return as_of
 
 
 def _workflow(name: str, ledger: Ledger | None = None) -> str:

@@ -79,6 +79,31 @@ def check_answer(
     return {"ai_task": name, **({"unchecked": unchecked} if unchecked else {})}
 
 
+def answer_problems(declaration: Mapping[str, Any], answer: Any) -> list[tuple[str | None, str]]:
+    """(field, problem) for each way ``answer`` breaks the AI step's output schema (empty: it passes).
+
+    :param declaration: the AI step's stored declaration (its ``output_schema``).
+    :param answer: the item's AI result (None: the step gave no answer).
+    """
+    schema = declaration.get("output_schema") or {}
+    if not isinstance(schema, Mapping) or not schema:
+        return []
+    if not isinstance(answer, Mapping):
+        return [(None, "there is no answer")]
+    properties = schema.get("properties")
+    own = {k: v for k, v in answer.items() if k in properties} if isinstance(properties, Mapping) else dict(answer)
+    import jsonschema
+
+    found: list[tuple[str | None, str]] = []
+    for error in jsonschema.Draft202012Validator(schema).iter_errors(own):
+        where = ".".join(str(p) for p in error.absolute_path)
+        if not where and error.validator == "required":
+            missing = [f for f in error.validator_value if f not in own]
+            where = missing[0] if missing else ""
+        found.append((where or None, f"{where}: {error.message}" if where else error.message))
+    return sorted(found, key=lambda p: p[0] or "")
+
+
 def _schema_problems(schema: Mapping[str, Any], answer: Mapping[str, Any]) -> list[str]:
     import jsonschema
 

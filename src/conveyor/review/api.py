@@ -12,7 +12,10 @@ Routes (every one behind Airflow's authentication, see :mod:`conveyor.review.aut
   ``corrected``, validated again by its run) or into the pending item's AI answer (checked against
   the AI task's output schema and rule checks: 422 with every problem when it fails; approved
   onward when it passes). ``payload`` is the older name of ``changes``. The field-level diff is in
-  the history's ``detail``.
+  the history's ``detail``. An approval that would let the item past its step's contract (a hard
+  check failed, no AI answer, a refused effect) is a 409 ``approval_blocked`` whose ``blockers``
+  name each field, what it needs and the decisions that apply instead (``correct``, ``retry_ai``,
+  ``retry_effect``, ``done_elsewhere`` with a ``reference``, ``reject``).
 
 Mutations are POST only and take a JSON body (a cross-site form cannot send one).
 """
@@ -30,8 +33,11 @@ from conveyor.ledger.store import Item, Ledger, TransitionRecord
 from conveyor.review.auth import CurrentUser, permitted_workflows, require_dag_access
 from conveyor.review.cards import checks_of
 from conveyor.review.claims import ReviewClaims
-from conveyor.review.errors import DecisionConflict, InvalidDecision, NotAwaitingReview
+from conveyor.review.errors import ApprovalBlocked, DecisionConflict, InvalidDecision, NotAwaitingReview
 from conveyor.review.review_queue import MAX_PAGE, Action, ReviewQueue
+
+#: Largest offset a page of the queue takes (PostgreSQL's OFFSET is a bigint; no queue is longer).
+MAX_OFFSET = 1_000_000_000
 
 # -- response and request bodies -------------------------------------------------------------
 
@@ -82,6 +88,15 @@ class ClaimOut(BaseModel):
     mine: bool = False
 
 
+class BlockerOut(BaseModel):
+    """Why an item cannot be approved as it is: the field, what it needs, the decisions that apply."""
+
+    code: str
+    field: str | None
+    need: str
+    actions: list[str]
+
+
 class QueueEntryOut(ItemOut):
     waiting_since: datetime
     age_seconds: float
@@ -93,6 +108,8 @@ class QueueEntryOut(ItemOut):
     priority_value: float | None = None
     #: a live claim by a reviewer, if any
     claim: ClaimOut | None = None
+    #: what stands in the way of approving it as it is (the page disables Approve and says why)
+    blockers: list[BlockerOut] = []
 
 
 class QueueOut(BaseModel):
@@ -135,6 +152,8 @@ class ItemViewOut(BaseModel):
     last_decision: TransitionOut | None
     #: the user may decide on this item (PUT on its DAG)
     can_decide: bool
+    #: what stands in the way of approving it as it is (empty: an approval may go ahead)
+    blockers: list[BlockerOut] = []
 
 
 class SearchOut(BaseModel):
@@ -152,6 +171,8 @@ class DecisionIn(BaseModel):
     changes: dict[str, Any] | None = None
     #: the older name of ``changes`` (merged too)
     payload: dict[str, Any] | None = None
+    #: ``action = "done_elsewhere"`` only: where the refused effect was done (a payment reference)
+    reference: str | None = Field(default=None, max_length=500)
 
 
 class DecisionOut(BaseModel):
@@ -227,7 +248,7 @@ def create_router() -> APIRouter:
         run_id: Annotated[str | None, Query(max_length=250)] = None,
         review_status: Annotated[str | None, Query(alias="status")] = None,
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
-        offset: Annotated[int, Query(ge=0)] = 0,
+        offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
     ) -> QueueOut:
         """One page of the review queue: highest priority first, then oldest first."""
         visible = sorted(permitted_workflows(user, queue.workflows()))
@@ -243,6 +264,7 @@ def create_router() -> APIRouter:
         except ValueError as exc:
             raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
         claims = ReviewClaims(queue.ledger, minutes=1).live([e.item.item_id for e in page.entries])
+        blocked = queue.blockers([e.item for e in page.entries])
         me = user.get_name()
         items = [
             QueueEntryOut(
@@ -255,6 +277,7 @@ def create_router() -> APIRouter:
                 claim=ClaimOut(**claims[c].__dict__, mine=claims[c].reviewer == me)
                 if (c := e.item.item_id) in claims
                 else None,
+                blockers=[BlockerOut(**b.as_json()) for b in blocked.get(e.item.item_id, [])],
             )
             for e in page.entries
         ]
@@ -288,6 +311,7 @@ def create_router() -> APIRouter:
             approve_to=view.approve_to,
             last_decision=TransitionOut.of(view.last_decision) if view.last_decision else None,
             can_decide=view.awaiting_review and workflow in permitted_workflows(user, [workflow], "PUT"),
+            blockers=[BlockerOut(**b.as_json()) for b in view.blockers],
         )
 
     @router.post(
@@ -308,9 +332,12 @@ def create_router() -> APIRouter:
                 comment=body.comment,
                 changes=body.changes,
                 payload=body.payload,
+                reference=body.reference,
             )
         except UnknownItem as exc:
             raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None
+        except ApprovalBlocked as exc:
+            raise conflict("approval_blocked", exc, blockers=[b.as_json() for b in exc.blockers]) from None
         except DecisionConflict as exc:
             raise conflict(
                 "already_decided", exc, status=exc.status, decided_by=exc.decided_by, decided_at=exc.decided_at

@@ -6,10 +6,17 @@ per item with the reviewer as actor and the comment as reason), so a thousand it
 statements, not a thousand round trips. An item someone else decided first (a race lost, or a
 decision taken earlier) is not moved and comes back in :attr:`BulkOutcome.already_decided` with
 who decided it and when.
+
+This is the one path of approvals and rejections: the single-item decision, a selection, a
+filter, the page, the CLI and the API all come here. So every way of deciding checks each item's
+approval against its step's contract (:mod:`conveyor.review.blockers`: a blocked item is not
+moved and comes back in :attr:`BulkOutcome.blocked` with what it needs), and every way wakes the
+runs' review steps at once (NOTIFY) instead of on their next poll.
 """
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
@@ -19,11 +26,14 @@ from typing import Any
 from conveyor.ledger.actors import reviewer_actor
 from conveyor.ledger.statuses import REVIEW_STATUSES, REVIEW_VALUES, Status, as_statuses
 from conveyor.ledger.store import Item, Ledger
+from conveyor.review.blockers import Blocker, blockers_of
 from conveyor.review.errors import InvalidDecision
+
+log = logging.getLogger(__name__)
 
 #: The decisions a bulk call can take (a correction is one item's edit, never bulk).
 BULK_ACTIONS = ("approve", "reject")
-#: Most items one filter-based call decides (the caller repeats the call for more).
+#: Items a filter-based decision reads and moves per round (it repeats rounds until none match).
 MAX_BULK = 10_000
 
 
@@ -78,6 +88,18 @@ class BulkOutcome:
     #: on no queue and never decided (e.g. still being processed)
     not_awaiting_review: list[Refused] = field(default_factory=list)
     unknown: list[str] = field(default_factory=list)
+    #: item id -> what stands in the way of approving it as it is (not moved)
+    blocked: dict[str, list[Blocker]] = field(default_factory=dict)
+    #: a filter's items still matching when the call stopped (0: it decided every one it could)
+    remaining: int = 0
+
+    def merge(self, other: BulkOutcome) -> None:
+        """Add another round's outcome to this one."""
+        self.decided.extend(other.decided)
+        self.already_decided.extend(other.already_decided)
+        self.not_awaiting_review.extend(other.not_awaiting_review)
+        self.unknown.extend(other.unknown)
+        self.blocked.update(other.blocked)
 
     def as_json(self) -> dict[str, Any]:
         def refused(r: Refused) -> dict[str, Any]:
@@ -96,13 +118,21 @@ class BulkOutcome:
             "already_decided": [refused(r) for r in self.already_decided],
             "not_awaiting_review": [refused(r) for r in self.not_awaiting_review],
             "unknown": list(self.unknown),
+            "blocked": [
+                {"item_id": i, "blockers": [b.as_json() for b in found]} for i, found in sorted(self.blocked.items())
+            ],
+            "remaining": self.remaining,
         }
 
 
-def matching_sql(where: QueueFilter, *, limit: int = MAX_BULK) -> tuple[str, list[Any]]:
+def matching_sql(
+    where: QueueFilter, *, limit: int = MAX_BULK, after: tuple[datetime, str] | None = None
+) -> tuple[str, list[Any]]:
     """The query (and its parameters) selecting the ids of the queue's items matching ``where``,
     oldest first: what :func:`matching_ids` runs (the plan tests explain it).
 
+    :param after: only items after this (updated_at, item_id) in that order: the next round of a
+        filter-based decision (the items it could not move still match and are not read again).
     :raises InvalidDecision: a status that is not a review status.
     """
     statuses = REVIEW_VALUES if where.status is None else list(as_statuses(where.status))
@@ -114,6 +144,9 @@ def matching_sql(where: QueueFilter, *, limit: int = MAX_BULK) -> tuple[str, lis
     if where.run_id:
         query += " AND run_id = %s"
         params.append(where.run_id)
+    if after is not None:
+        query += " AND (updated_at, item_id) > (%s, %s)"
+        params.extend(after)
     query += " ORDER BY updated_at, item_id LIMIT %s"
     params.append(limit)
     return query, params
@@ -121,11 +154,63 @@ def matching_sql(where: QueueFilter, *, limit: int = MAX_BULK) -> tuple[str, lis
 
 def matching_ids(ledger: Ledger, where: QueueFilter, *, limit: int = MAX_BULK) -> list[str]:
     """The ids of the items on the queue matching ``where``, oldest first (at most ``limit``)."""
+    return [item_id for item_id, _ in matching_page(ledger, where, limit=limit)]
+
+
+def matching_page(
+    ledger: Ledger, where: QueueFilter, *, limit: int = MAX_BULK, after: tuple[datetime, str] | None = None
+) -> list[tuple[str, datetime]]:
+    """(item id, updated_at) of the queue's items matching ``where`` after ``after``, oldest first."""
     if not where.workflows:
         return []
-    query, params = matching_sql(where, limit=limit)
+    query, params = matching_sql(where, limit=limit, after=after)
+    query = query.replace("SELECT item_id FROM", "SELECT item_id, updated_at FROM", 1)
     with ledger.connect() as conn:
-        return [r[0] for r in conn.execute(query, params).fetchall()]  # type: ignore[arg-type]
+        return [(r[0], r[1]) for r in conn.execute(query, params).fetchall()]  # type: ignore[arg-type]
+
+
+def count_matching(ledger: Ledger, where: QueueFilter) -> int:
+    """How many of the queue's items match ``where`` now."""
+    if not where.workflows:
+        return 0
+    query, params = matching_sql(where, limit=1)
+    query = query.replace("SELECT item_id FROM", "SELECT count(*) FROM", 1).rsplit(" ORDER BY", 1)[0]
+    with ledger.connect() as conn:
+        row = conn.execute(query, params[:-1]).fetchone()  # type: ignore[arg-type]
+    return int(row[0]) if row else 0
+
+
+def decide_matching(
+    ledger: Ledger,
+    where: QueueFilter,
+    action: str,
+    *,
+    reviewer: str,
+    comment: str | None = None,
+    max_items: int | None = None,
+) -> BulkOutcome:
+    """Decide every item on the queue matching ``where``, round after round of :data:`MAX_BULK`.
+
+    :param max_items: stop after reading this many items (None: every one); what still matches
+        then is counted in :attr:`BulkOutcome.remaining`.
+    """
+    outcome = BulkOutcome(action=action, actor=reviewer_actor(reviewer), comment=None)
+    after: tuple[datetime, str] | None = None
+    read = 0
+    while max_items is None or read < max_items:
+        size = MAX_BULK if max_items is None else min(MAX_BULK, max_items - read)
+        page = matching_page(ledger, where, limit=size, after=after)
+        if not page:
+            break
+        read += len(page)
+        part = decide_many(ledger, [i for i, _ in page], action, reviewer=reviewer, comment=comment)
+        outcome.comment = part.comment
+        outcome.merge(part)
+        after = (page[-1][1], page[-1][0])
+        if len(page) < size:
+            break
+    outcome.remaining = max(count_matching(ledger, where) - len(outcome.blocked), 0) if max_items else 0
+    return outcome
 
 
 def last_decisions(ledger: Ledger, item_ids: Sequence[str]) -> dict[str, tuple[str, datetime]]:
@@ -168,9 +253,14 @@ def decide_many(
 
     groups: dict[tuple[str, str, str], list[str]] = defaultdict(list)
     refused: list[Item] = []
+    waiting = [item for item in items.values() if item.status in REVIEW_STATUSES]
+    if action == "approve":
+        outcome.blocked = blockers_of(ledger, waiting)
     for item in items.values():
         if item.status not in REVIEW_STATUSES:
             refused.append(item)
+            continue
+        if item.item_id in outcome.blocked:
             continue
         if action == "reject":
             target = str(Status.REJECTED)
@@ -181,12 +271,15 @@ def decide_many(
         groups[(item.workflow, item.status, target)].append(item.item_id)
 
     lost: dict[str, str | None] = {item.item_id: item.status for item in refused}
+    woken: dict[str, set[str]] = defaultdict(set)
     for (workflow, from_status, target), ids in sorted(groups.items()):
         result = ledger.transition(
             workflow, ids, to_status=target, actor=actor, from_status=from_status, reason=comment
         )
         outcome.decided.extend(Decided(i, from_status, target) for i in sorted(result.moved))
+        woken[workflow].update(items[i].run_id for i in result.moved)
         lost.update(result.not_moved)
+    wake(ledger, woken)
 
     firsts = last_decisions(ledger, sorted(lost))
     for item_id in sorted(lost):
@@ -199,3 +292,17 @@ def decide_many(
         else:
             outcome.not_awaiting_review.append(Refused(item_id, status))
     return outcome
+
+
+def wake(ledger: Ledger, runs: dict[str, set[str]]) -> None:
+    """NOTIFY the review steps of these runs (workflow -> run ids): a person decided something, they
+    look at the ledger at once instead of on their next poll tick.
+
+    :param ledger: the ledger.
+    :param runs: workflow -> the runs whose items were decided.
+    """
+    for workflow, run_ids in sorted(runs.items()):
+        try:
+            ledger.notify_review(workflow, run_ids)
+        except Exception:  # the decisions are committed; the triggers' poll still sees them
+            log.warning("could not notify the review steps of %s %s", workflow, sorted(run_ids)[:5], exc_info=True)

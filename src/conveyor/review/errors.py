@@ -51,3 +51,18 @@ class DecisionConflict(NotAwaitingReview):
         self.status = status
         self.decided_by = decided_by
         self.decided_at = decided_at
+
+
+class ApprovalBlocked(InvalidDecision):
+    """An approval that would let an item past its step's contract (see :mod:`conveyor.review.blockers`).
+
+    :param item_id: the item.
+    :param blockers: each field and what it needs, with the decisions that apply instead.
+    """
+
+    def __init__(self, item_id: str, blockers: list) -> None:  # list[Blocker]: no import cycle
+        from conveyor.review.blockers import describe
+
+        super().__init__(f"item {item_id!r} cannot be approved as it is: {describe(blockers)}. Nothing was changed.")
+        self.item_id = item_id
+        self.blockers = blockers

@@ -164,8 +164,20 @@ class SignOffOperator(HITLOperator):
         else:
             try:
                 outputs = step.preview(context, status=self.status)
-            except Exception as exc:  # the prompt still goes out: the person must know why there is none
-                why = str(exc)
+            except Exception as exc:
+                if not items:  # nothing to sign off (a re-run after the publication): say so, ask
+                    why = str(exc)
+                    store.discard([key])
+                    return [f"**No preview:** {why}"]
+                # What cannot be rendered cannot be approved: asking would let a person approve a
+                # publication that then fails (the run red after the sign-off). Fail once, naming why.
+                from airflow.sdk.exceptions import AirflowFailException
+
+                store.discard([key])
+                raise AirflowFailException(
+                    f"the report of {self.workflow} run {context['run_id']} cannot be previewed, so it cannot be "
+                    f"signed off: {exc}. Nothing was approved; fix or reject the items named, then clear this task"
+                ) from exc
             else:
                 preview = Preview(*key, source_task=self.preview, files=outputs, items=items,
                                   rendered_by=task_actor(context))

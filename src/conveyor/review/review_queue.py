@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -38,10 +38,11 @@ from conveyor.ledger.actors import reviewer_actor
 from conveyor.ledger.errors import UnknownWorkflow
 from conveyor.ledger.statuses import REVIEW_STATUSES, REVIEW_VALUES, Status, as_statuses
 from conveyor.ledger.store import Item, ItemUpdate, Ledger, TransitionRecord
-from conveyor.review.bulk import BulkOutcome, QueueFilter, decide_many, matching_ids
+from conveyor.review.blockers import Blocker, blockers_of
+from conveyor.review.bulk import BulkOutcome, QueueFilter, decide_many, decide_matching, wake
 from conveyor.review.cards import CardField, card_of, priority_sql
 from conveyor.review.claims import ReviewClaims
-from conveyor.review.errors import DecisionConflict, InvalidDecision, NotAwaitingReview
+from conveyor.review.errors import ApprovalBlocked, DecisionConflict, InvalidDecision, NotAwaitingReview
 from conveyor.workflow import Workflow
 
 log = logging.getLogger(__name__)
@@ -71,6 +72,14 @@ class Action(StrEnum):
     APPROVE = "approve"
     REJECT = "reject"
     CORRECT = "correct"
+    #: an item the AI step gave no usable answer: back through its gate and AI step, in its run
+    RETRY_AI = "retry_ai"
+    #: an item whose effect was refused: back to the effect step's input, to be tried again
+    RETRY_EFFECT = "retry_effect"
+    #: an item whose effect was refused: done by other means (``reference`` says where)
+    DONE_ELSEWHERE = "done_elsewhere"
+    #: the reviewer's own latest decision taken back, while the item has not moved on
+    UNDO = "undo"
 
 
 @dataclass(frozen=True)
@@ -115,6 +124,8 @@ class ItemView:
     actions: list[Action]
     approve_to: str | None
     last_decision: TransitionRecord | None
+    #: what stands in the way of approving it as it is (empty: an approval may go ahead)
+    blockers: list[Blocker] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -219,12 +230,21 @@ class ReviewQueue:
         awaiting = item.status in REVIEW_STATUSES
         actions: list[Action] = []
         approve_to: str | None = None
+        blockers: list[Blocker] = []
         if awaiting:
+            blockers = blockers_of(self.ledger, [item]).get(item_id, [])
             actions = [Action.APPROVE, Action.REJECT]
             if item.status in (Status.QUARANTINED, Status.PENDING_REVIEW):
                 actions.append(Action.CORRECT)
+            for extra in dict.fromkeys(a for b in blockers for a in b.actions):
+                if extra not in actions:
+                    actions.append(Action(extra))
             approve_to = _approval_target(item, history, self.ledger)
-        return ItemView(item, history, awaiting, actions, approve_to, _last_decision(history))
+        return ItemView(item, history, awaiting, actions, approve_to, _last_decision(history), blockers)
+
+    def blockers(self, items: Sequence[Item]) -> dict[str, list[Blocker]]:
+        """Item id -> what stands in the way of approving it as it is (for a page of the queue)."""
+        return blockers_of(self.ledger, items)
 
     def search(self, text: str, *, workflows: Collection[str] | None = None, limit: int = 20) -> list[Item]:
         """Where is item X: items whose id or business key is exactly ``text``, newest first.
@@ -255,6 +275,7 @@ class ReviewQueue:
         comment: str | None = None,
         changes: Mapping[str, Any] | None = None,
         payload: Mapping[str, Any] | None = None,
+        reference: str | None = None,
     ) -> DecisionResult:
         """Apply a reviewer's decision as one guarded ledger transition with its audit row.
 
@@ -265,7 +286,10 @@ class ReviewQueue:
         :param changes: ``correct`` only: the corrected fields (a JSON object), merged field by field
             into the quarantined input, or into a pending item's AI answer.
         :param payload: the former name of ``changes`` (still accepted; merged too, not replacing).
+        :param reference: ``done_elsewhere`` only: where the effect was done (a payment reference).
         :raises UnknownItem: no such item.
+        :raises ApprovalBlocked: the approval would let the item past its step's contract; names
+            each field and what it needs.
         :raises DecisionConflict: someone else decided it first; says who and when.
         :raises NotAwaitingReview: the item is not on the queue and was never decided.
         :raises InvalidDecision: the decision does not apply to this item.
@@ -287,15 +311,35 @@ class ReviewQueue:
         elif changes is not None:
             raise InvalidDecision(f"corrected fields are only accepted with 'correct', not with {action.value!r}")
 
+        if action is Action.DONE_ELSEWHERE and not (reference and reference.strip()):
+            raise InvalidDecision("done_elsewhere needs a reference: where the effect was done (e.g. a payment id)")
         item = self.ledger.get(item_id)
+        if action is Action.UNDO:
+            from conveyor.review.undo import undo_plan
+
+            target, update = undo_plan(item, self.ledger.history(item_id), actor)
+            moved = self.ledger.transition(item.workflow, {item_id: update}, to_status=target, actor=actor,
+                                           from_status=item.status)  # fmt: skip
+            if item_id not in moved.moved:
+                raise InvalidDecision(f"item {item_id!r} moved on meanwhile: the decision cannot be undone")
+            wake(self.ledger, {item.workflow: {item.run_id}})
+            return DecisionResult(item_id, action, item.status, target, actor, comment)
         if item.status not in REVIEW_STATUSES:
             raise self._refusal(item_id, item.status)
-        if action is Action.APPROVE:
-            target = _approval_target(item, self.ledger.history(item_id), self.ledger)
-            update = ItemUpdate(reason=comment)
-        elif action is Action.REJECT:
-            target = Status.REJECTED
-            update = ItemUpdate(reason=comment)
+        if action in (Action.APPROVE, Action.REJECT):
+            # The one decision path: a single item is decided as a selection of one.
+            outcome = decide_many(self.ledger, [item_id], action.value, reviewer=reviewer, comment=comment)
+            if item_id in outcome.blocked:
+                raise ApprovalBlocked(item_id, outcome.blocked[item_id])
+            if not outcome.decided:
+                current = self.ledger.get(item_id).status
+                raise self._refusal(item_id, current)
+            done = outcome.decided[0]
+            return DecisionResult(item_id, action, done.from_status, done.to_status, actor, comment)
+        if action in (Action.RETRY_AI, Action.RETRY_EFFECT, Action.DONE_ELSEWHERE):
+            from conveyor.review.ways_on import way_on
+
+            target, update = way_on(self.ledger, item, action.value, comment=comment, actor=actor, reference=reference)
         elif item.status == Status.QUARANTINED:
             target, update = self._input_correction(item, changes or {}, comment)
         elif item.status == Status.PENDING_REVIEW:
@@ -311,19 +355,24 @@ class ReviewQueue:
         if item_id not in result.moved:
             current = result.not_moved.get(item_id) or item.status
             raise self._refusal(item_id, current)
-        try:  # the run's review step wakes now, not on its next poll tick
-            self.ledger.notify_review(item.workflow, [item.run_id])
-        except Exception:  # the decision is committed; the trigger's poll still sees it
-            log.warning("could not notify the review step of %s/%s", item.workflow, item.run_id, exc_info=True)
+        if action is Action.DONE_ELSEWHERE and update.detail:
+            effect = str(update.detail["effect"])
+            self.ledger.complete_effects(effect, {item_id: {"done_elsewhere": update.detail["reference"],
+                                                            "recorded_by": actor}})  # fmt: skip
+        # the run's review step wakes now, not on its next poll tick
+        wake(self.ledger, {item.workflow: {item.run_id}})
         return DecisionResult(item_id, action, item.status, target, actor, comment)
 
     def _input_correction(self, item: Item, changes: Mapping[str, Any], comment: str | None) -> tuple[str, ItemUpdate]:
         """Quarantined input corrected: merged into the field its gate validated, to ``corrected``."""
+        from conveyor.review.coercion import coerce_changes
         from conveyor.review.corrections import merge_changes
 
         found = _quarantine_detail(self.ledger.history(item.item_id))
         field = found.get("field") if found.get("field") in ("payload", "ai_result") else "payload"
         current = item.payload if field == "payload" else item.ai_result
+        contract = found.get("contract") if isinstance(found.get("contract"), Mapping) else None
+        changes = coerce_changes(changes, contract, current if isinstance(current, Mapping) else None)
         merged, diff = merge_changes(current, changes, what="the payload" if field == "payload" else "the AI result")
         detail = {"action": Action.CORRECT.value, "field": field, "changes": diff,
                   **{k: found[k] for k in ("gate", "suite") if k in found}}  # fmt: skip
@@ -336,8 +385,10 @@ class ReviewQueue:
     ) -> tuple[str, ItemUpdate]:
         """A pending item's AI answer corrected: checked like a model's answer, then approved onward."""
         from conveyor.review.ai_answers import check_answer
+        from conveyor.review.coercion import check_values
         from conveyor.review.corrections import merge_changes
 
+        check_values(changes)
         history = self.ledger.history(item.item_id)
         merged, diff = merge_changes(item.ai_result, changes, what="the AI result")
         checked = check_answer(self.ledger, item, history, merged, [c["field"] for c in diff])
@@ -352,6 +403,7 @@ class ReviewQueue:
         }
         target = _approval_target(item, history, self.ledger)
         return target, ItemUpdate(reason=comment, ai_result=merged, detail=detail)
+
     def decide_many(
         self,
         item_ids: Sequence[str] | None,
@@ -360,6 +412,7 @@ class ReviewQueue:
         reviewer: str,
         comment: str | None = None,
         where: QueueFilter | None = None,
+        max_items: int | None = None,
     ) -> BulkOutcome:
         """Approve or reject many items with one comment (see :mod:`conveyor.review.bulk`).
 
@@ -367,13 +420,20 @@ class ReviewQueue:
         :param action: ``approve`` or ``reject``.
         :param reviewer: the person deciding.
         :param comment: why, recorded on every item.
-        :param where: the filter, when no ids are given.
+        :param where: the filter, when no ids are given: every item matching it is decided (or,
+            with ``max_items``, that many; the outcome's ``remaining`` counts the rest).
+        :param max_items: with ``where``: decide at most this many.
         """
+        if action not in (Action.APPROVE, Action.REJECT):
+            raise InvalidDecision(f"a bulk decision is approve or reject, not {action!r}; correct items one at a time")
         if item_ids is None:
             if where is None:
                 raise InvalidDecision("a bulk decision needs item ids or a filter")
-            item_ids = matching_ids(self.ledger, where)
-        outcome = decide_many(self.ledger, item_ids, str(Action(action).value), reviewer=reviewer, comment=comment)
+            outcome = decide_matching(
+                self.ledger, where, str(Action(action).value), reviewer=reviewer, comment=comment, max_items=max_items
+            )
+        else:
+            outcome = decide_many(self.ledger, item_ids, str(Action(action).value), reviewer=reviewer, comment=comment)
         ReviewClaims(self.ledger, minutes=1).release([d.item_id for d in outcome.decided])
         return outcome
 

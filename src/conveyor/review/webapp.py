@@ -76,6 +76,10 @@ def create_app(router_factories: Sequence[str] | None = None) -> FastAPI:
         docs_url=None,
         redoc_url=None,
     )
+    # Hostile input (NUL, lone surrogates, NaN/Infinity) answers 400 before a route sees it.
+    from conveyor.review.input_guard import InputGuard
+
+    app.add_middleware(InputGuard)
     for spec in router_factories or ROUTER_FACTORIES:
         module_name, _, function = spec.partition(":")
         app.include_router(getattr(importlib.import_module(module_name), function)())

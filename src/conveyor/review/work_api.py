@@ -4,8 +4,10 @@
   ``filter`` (``workflow``, ``run_id``, ``status``: every item on the queue matching it). Each
   item gets its own guarded decision and audit row; the answer lists what was ``decided``, what
   someone else decided first (``already_decided``, with who and when), what is
-  ``not_awaiting_review`` and what is ``unknown``. 403 when the user may not decide on one of
-  the workflows named.
+  ``not_awaiting_review``, what is ``unknown`` and what is ``blocked`` (an approval would let it
+  past its step's contract: each with what it needs). A filter decides every matching item, in
+  rounds (``max_items`` caps it; ``remaining`` then counts what still matches). Every call wakes
+  the runs' review steps at once. 403 when the user may not decide on one of the workflows named.
 * ``POST   /items/{item_id}/claim``: claim an item while reviewing it (``[conveyor]
   review_claim_minutes``); renewing one's own claim is fine. 409 ``claimed`` naming the holder
   when another reviewer holds it: the claim is advice only, that reviewer may still decide.
@@ -23,7 +25,7 @@ from fastapi import APIRouter, Depends, HTTPException, status
 from pydantic import BaseModel, Field
 
 from conveyor.ledger.errors import UnknownItem
-from conveyor.review.api import ClaimOut, QueueDep, conflict, require_json, workflow_of
+from conveyor.review.api import BlockerOut, ClaimOut, QueueDep, conflict, require_json, workflow_of
 from conveyor.review.auth import CurrentUser, permitted_workflows, require_dag_access
 from conveyor.review.bulk import BULK_ACTIONS, QueueFilter
 from conveyor.review.claims import ClaimHeld, ReviewClaims
@@ -48,6 +50,8 @@ class BulkDecisionIn(BaseModel):
     comment: str | None = Field(default=None, max_length=4000)
     item_ids: list[str] | None = Field(default=None, max_length=MAX_IDS)
     filter: FilterIn | None = None
+    #: with ``filter``: decide at most this many (default: every matching item)
+    max_items: int | None = Field(default=None, ge=1, le=10_000_000)
 
 
 class RefusedOut(BaseModel):
@@ -63,6 +67,11 @@ class DecidedOut(BaseModel):
     to_status: str
 
 
+class BlockedOut(BaseModel):
+    item_id: str
+    blockers: list[BlockerOut]
+
+
 class BulkDecisionOut(BaseModel):
     action: str
     actor: str
@@ -71,6 +80,10 @@ class BulkDecisionOut(BaseModel):
     already_decided: list[RefusedOut]
     not_awaiting_review: list[RefusedOut]
     unknown: list[str]
+    #: items an approval would let past their step's contract: not moved, each with what it needs
+    blocked: list[BlockedOut] = []
+    #: with ``max_items``: items still matching the filter, not decided by this call
+    remaining: int = 0
 
 
 def create_router() -> APIRouter:
@@ -98,7 +111,8 @@ def create_router() -> APIRouter:
             where = QueueFilter(workflows, run_id=body.filter.run_id or None, status=body.filter.status)
         try:
             outcome = queue.decide_many(
-                body.item_ids, body.action, reviewer=user.get_name(), comment=body.comment, where=where
+                body.item_ids, body.action, reviewer=user.get_name(), comment=body.comment, where=where,
+                max_items=body.max_items,
             )
         except InvalidDecision as exc:
             raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None

@@ -330,7 +330,7 @@
     if (listed) {
       renderItem({
         item: listed, history: null, source: null, awaiting_review: true, approve_to: listed.review_target,
-        last_decision: null, can_decide: state.canDecide.get(listed.workflow) === true,
+        last_decision: null, can_decide: state.canDecide.get(listed.workflow) === true, blockers: listed.blockers || [],
       });
     }
     claim(itemId);
@@ -414,7 +414,15 @@
       history.appendChild(row);
     }
     $("decision").hidden = !view.can_decide;
-    $("approve").title = view.approve_to ? "moves the item to " + view.approve_to : "";
+    // An approval that would let the item past its step's contract is off, and the page says why
+    // before the key is pressed (the server refuses it anyway).
+    const blockers = view.blockers || [];
+    const needs = blockers.map((b) => b.need).join("; ");
+    $("approve").disabled = blockers.length > 0;
+    $("approve").title = blockers.length ? "cannot be approved as it is: " + needs
+      : view.approve_to ? "moves the item to " + view.approve_to : "";
+    $("approve-blocked").hidden = !blockers.length;
+    $("approve-blocked").textContent = blockers.length ? "Approve is off: " + needs : "";
     // What the user may do is known from the item's own answer only (not from its queue row).
     if (view.history) {
       if ($("decision-result").dataset.fromView) setResult("decision-result", "");
@@ -433,11 +441,21 @@
     const itemId = state.current;
     const index = state.items.findIndex((i) => i.item_id === itemId);
     if (!itemId || state.busy) return;
+    if (action === "approve" && $("approve").disabled) {
+      setResult("decision-result", "Not applied: " + $("approve-blocked").textContent, "error");
+      return;
+    }
     state.busy = true;
     const t0 = started || performance.now();
     try {
       const text = comment !== undefined ? comment : $("comment").value;
       const done = await post("decisions", { action: action, comment: text || null, item_ids: [itemId] });
+      const blocked = (done.blocked || [])[0];
+      if (blocked) {  // the item stays: it needs a correction, an answer or another way on
+        setResult("decision-result", "Not applied to " + itemId + ": " + blocked.blockers.map((b) => b.need).join("; "), "error");
+        state.views.delete(itemId);
+        return;
+      }
       $("comment").value = "";
       const refused = done.already_decided[0] || done.not_awaiting_review[0];
       state.views.delete(itemId);
@@ -575,6 +593,8 @@
       for (const r of done.already_decided) list.appendChild(el("li", r.item_id + ": " + r.decided_by + " (" + r.status + ")"));
       for (const r of done.not_awaiting_review) list.appendChild(el("li", r.item_id + ": not awaiting review (" + r.status + ")"));
       for (const id of done.unknown) list.appendChild(el("li", id + ": no such item"));
+      for (const b of done.blocked || []) list.appendChild(el("li", b.item_id + ": cannot be approved as it is: " + b.blockers.map((x) => x.need).join("; ")));
+      if (done.remaining) box.appendChild(el("div", done.remaining + " matching item(s) remain undecided."));
       if (list.childNodes.length) box.appendChild(list);
       for (const d of done.decided) state.decided.add(d.item_id);
       for (const r of done.already_decided) state.decided.add(r.item_id);
@@ -599,6 +619,25 @@
   }
 
   // -- dialogs and keys -----------------------------------------------------------------------
+
+  // Bulk decisions ask first, with the count: one key must never decide many items by mistake.
+  let confirmThen = null;
+  function confirmBulk(action, then) {
+    const n = state.allMatching ? (state.page ? state.page.total : 0) : state.picked.size;
+    if (!n) return;
+    confirmThen = then;
+    const what = state.allMatching ? "all " + n + " item(s) matching this filter" : n + " selected item(s)";
+    $("confirm-title").textContent = (action === "approve" ? "Approve " : "Reject ") + what + "?";
+    $("confirm-ok").textContent = action === "approve" ? "Approve " + n : "Reject " + n;
+    $("confirm-dialog").showModal();
+    $("confirm-ok").focus();
+  }
+  function confirmed() {
+    const then = confirmThen;
+    confirmThen = null;
+    $("confirm-dialog").close();
+    if (then) then();
+  }
 
   let reasonThen = null;
   function askReason(title, then) {
@@ -630,7 +669,7 @@
       r: () => state.current && askReason("Reject " + state.current + ": why?", (why) => decideCurrent("reject", why)),
       e: () => openEditor(),
       x: () => state.items[state.cursor] && togglePick(state.items[state.cursor].item_id),
-      A: () => decideBulk("approve"),
+      A: () => confirmBulk("approve", () => decideBulk("approve")),
       R: () => askReason("Reject " + ($("bulk-count").textContent) + ": why?", (why) => decideBulk("reject", why)),
       "?": () => $("help-dialog").showModal(),
       "/": () => $("search").focus(),
@@ -709,7 +748,9 @@
     $("reason-cancel").addEventListener("click", () => { reasonThen = null; $("reason-dialog").close(); });
     $("help-button").addEventListener("click", () => $("help-dialog").showModal());
     $("select-all-matching").addEventListener("click", () => { state.allMatching = true; renderBulk(); });
-    $("bulk-approve").addEventListener("click", () => decideBulk("approve"));
+    $("bulk-approve").addEventListener("click", () => confirmBulk("approve", () => decideBulk("approve")));
+    $("confirm-form").addEventListener("submit", (e) => { e.preventDefault(); confirmed(); });
+    $("confirm-cancel").addEventListener("click", () => { confirmThen = null; $("confirm-dialog").close(); });
     $("bulk-reject").addEventListener("click", () => askReason("Reject " + $("bulk-count").textContent + ": why?", (why) => decideBulk("reject", why)));
     $("bulk-clear").addEventListener("click", () => { state.picked.clear(); state.allMatching = false; renderQueue(); });
     document.addEventListener("keydown", onKey);

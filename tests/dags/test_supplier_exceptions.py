@@ -157,8 +157,15 @@ def test_deadline_alert_is_declared_and_its_callback_reaches_a_person(mailbox):
     dag = load_dag(WF, REPO / "dags")
     [alert] = dag.deadline if isinstance(dag.deadline, list) else [dag.deadline]
     assert alert.interval == timedelta(hours=2)
-    # Queued, not logical date: runs triggered over REST or the UI have no logical date.
-    assert type(alert.reference).__name__ == "DagRunQueuedAtDeadline"
+    # Queued, not logical date: runs triggered over REST or the UI have no logical date. Conveyor's
+    # RUN_QUEUED_AT, not Airflow's DAGRUN_QUEUED_AT: Airflow 3.3.2 cannot clear a failed run with
+    # the latter open (tests/deploy/test_faults.py clears such runs). Serialized with its class path,
+    # so the scheduler finds it through the plugin.
+    from airflow.serialization.encoders import encode_deadline_alert
+
+    assert type(alert.reference).__name__ == "RunQueuedAt"
+    assert encode_deadline_alert(alert)["reference"] == {
+        "reference_type": "RunQueuedAt", "__class_path": "conveyor.monitoring.deadlines.RunQueuedAt"}
     assert alert.callback.path == "conveyor.monitoring.task_alerts.deadline_missed"
 
     asyncio.run(deadline_missed(**alert.callback.kwargs))

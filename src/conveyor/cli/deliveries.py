@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from conveyor.cli.output import print_json, print_table
+from conveyor.cli.output import positive_int, print_json, print_table
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -21,17 +21,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         parser.add_argument("--workflow", "-w", metavar="W", required=True)
         parser.add_argument("--run", "-r", metavar="R", dest="run_id")
         parser.add_argument(
-            "--limit", type=_positive, default=default, help=f"at most this many rows (default {default})"
+            "--limit", type=positive_int, default=default, help=f"at most this many rows (default {default})"
         )
         parser.add_argument("--json", action="store_true", help="print JSON")
         parser.set_defaults(func=func)
 
-
-def _positive(value: str) -> int:
-    number = int(value)
-    if number <= 0:
-        raise argparse.ArgumentTypeError("must be a positive number")
-    return number
 
 
 def run_batches(args: argparse.Namespace) -> int:

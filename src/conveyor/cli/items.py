@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
-from conveyor.cli.output import print_json, print_table
+from conveyor.cli.output import positive_int, print_json, print_table
 from conveyor.ledger.statuses import as_statuses
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     items.add_argument("--workflow", "-w", metavar="W")
     items.add_argument("--run", "-r", metavar="R", dest="run_id")
     items.add_argument("--status", "-s", metavar="S", type=_status_arg)
-    items.add_argument("--limit", type=_positive, default=100, help="at most this many rows (default 100)")
+    items.add_argument("--limit", type=positive_int, default=100, help="at most this many rows (default 100)")
     items.add_argument("--json", action="store_true", help="print JSON")
     items.set_defaults(func=run_items)
 
@@ -41,12 +41,6 @@ def _status_arg(value: str) -> str:
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
-
-def _positive(value: str) -> int:
-    number = int(value)
-    if number <= 0:
-        raise argparse.ArgumentTypeError("must be a positive number")
-    return number
 
 
 def run_status(args: argparse.Namespace) -> int:

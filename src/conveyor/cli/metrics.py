@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from conveyor.cli.output import print_json, print_table
+from conveyor.cli.output import positive_int, print_json, print_table
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -23,11 +23,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--window-hours", type=_positive_float, default=24, help="measured window (default 24)"
     )
     metrics.add_argument(
-        "--baseline-days", type=_positive_int, default=7, help="earlier days compared (default 7)"
+        "--baseline-days", type=positive_int, default=7, help="earlier days compared (default 7)"
     )
     metrics.add_argument("--as-of", metavar="TIME", help="ISO time the window ends at (default: now)")
     metrics.add_argument(
-        "--runs", type=_positive_int, default=5, help="recent runs to show progress for (default 5)"
+        "--runs", type=positive_int, default=5, help="recent runs to show progress for (default 5)"
     )
     metrics.add_argument("--run", "-r", metavar="R", dest="run_id", help="progress of this run only")
     metrics.add_argument("--json", action="store_true", help="print JSON")
@@ -40,12 +40,6 @@ def _positive_float(value: str) -> float:
         raise argparse.ArgumentTypeError("must be a positive number")
     return number
 
-
-def _positive_int(value: str) -> int:
-    number = int(value)
-    if number <= 0:
-        raise argparse.ArgumentTypeError("must be a positive number")
-    return number
 
 
 def collect(args: argparse.Namespace) -> dict[str, Any]:

@@ -15,6 +15,16 @@ FULL = False
 CELL_CHARS = 60
 
 
+def positive_int(value: str) -> int:
+    """An argparse type: a whole number above zero."""
+    import argparse
+
+    number = int(value)
+    if number <= 0:
+        raise argparse.ArgumentTypeError("must be a positive number")
+    return number
+
+
 def to_plain(value: Any) -> Any:
     """Dataclasses and datetimes as JSON-ready values."""
     if is_dataclass(value) and not isinstance(value, type):

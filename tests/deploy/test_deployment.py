@@ -161,6 +161,9 @@ def finished(stack: NativeStack, stack_mailbox: tuple[int, list[str]]) -> Iterat
     conf: the feed locations are the Variables airflow_settings.yaml loaded), then runs triggered over
     REST; people work every run; all finish."""
     # The daily extract waits where the Variable conveyor_supplier_extract says; the inbox is empty.
+    # A deployment creates its inbox (on S3: its marker object): a missing inbox fails the run, as
+    # a renamed share or a failed mount must, and only an existing empty one is a quiet hour.
+    put(stack, "inbox/invoice_processing/.conveyor-inbox", "")
     # Dated as of the scheduled run's own day (its last 06:00 tick): between midnight and 06:00 UTC
     # that is yesterday, and rows dated today would rightly be quarantined as "in the future".
     tick_day = (datetime.now(UTC) - timedelta(hours=6)).date()

@@ -170,13 +170,15 @@ def test_review_decides_many_items_by_id_or_by_filter(ledger, capsys):
 def test_a_correction_jsonb_cannot_store_is_refused_naming_the_field(ledger, capsys):
     route_to_review(ledger, WF, "run-1", quarantined=["B"])
 
-    for correction, problem in (
-        ('{"notes": "late\\u0000truck"}', "field 'notes' contains a NUL byte"),
-        ('{"amount": NaN}', "field 'amount' is not a finite number (nan)"),
-        ('{"lines": [{"amount": -Infinity}]}', "field 'lines[0].amount' is not a finite number (-inf)"),
+    # The decision's input check (review/coercion.py) refuses them first, naming the field and the
+    # problem; the ledger's own guard (ledger/values.py) stays behind it for every other writer.
+    for correction, field, problem in (
+        ('{"notes": "late\\u0000truck"}', "'notes'", "NUL"),
+        ('{"amount": NaN}', "'amount'", "finite"),
+        ('{"lines": [{"amount": -Infinity}]}', "'lines'", "finite"),
     ):
         code, _, err = run_cli(capsys, "--dsn", ledger.dsn, "review", f"{WF}:B", "--correct", correction, "--by", "al")
 
         assert code != 0, correction
-        assert f"the correction cannot be stored: {problem}. Nothing was changed" in err
+        assert field in err and problem in err and "nothing was changed" in err.lower(), err
         assert ledger.get(f"{WF}:B").status == "quarantined"

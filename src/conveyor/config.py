@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
 
 SECTION = "conveyor"
 
@@ -75,11 +74,11 @@ def get(option: str, *, use_airflow: bool | None = None) -> str:
         use_airflow = "airflow.configuration" in sys.modules or "airflow.sdk.configuration" in sys.modules
     if not use_airflow:
         return default
-    conf: Any
     try:
         from airflow.configuration import conf
     except ImportError:  # a Task-SDK-only worker
-        from airflow.sdk.configuration import conf
+        # The SDK's conf is its lazy twin of core's (a module __getattr__); same get().
+        from airflow.sdk.configuration import conf  # type: ignore[no-redef]  # the other of two imports
     return str(conf.get(SECTION, option, fallback=default))
 
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Collection
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from airflow.sdk import BaseOperator, Context
+
+_Operator = TypeVar("_Operator", bound="BaseOperator")
 
 #: What a Jinja template renders when its value is missing (``{{ params.x }}`` of a null param...).
 BLANKS = frozenset({"", "None", "none", "null"})
@@ -20,7 +22,7 @@ def or_none(value: Any) -> Any:
     return value
 
 
-def rendered_copy(task: BaseOperator, context: Context, *, skip: Collection[str] = ()) -> BaseOperator:
+def rendered_copy(task: _Operator, context: Context, *, skip: Collection[str] = ()) -> _Operator:
     """A copy of another task of the DAG with its templated fields rendered for this run, as its
     own task instance renders them (so a step can run a sibling's work with the sibling's settings).
 

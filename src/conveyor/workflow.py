@@ -250,7 +250,7 @@ class Workflow:
             "chain": list(self.chain),
             "description": self.description,
             "source_field": self.source_field,
-            "review_card": [f.as_json() for f in self.review_card],  # type: ignore[union-attr]
+            "review_card": [f.as_json() for f in self.review_card],  # type: ignore[union-attr]  # ReviewFields by now
             "priority_field": self.priority_field,
             "ai_outputs": list(self.ai_outputs),
             "thresholds": dict(self.thresholds),

@@ -50,14 +50,17 @@ def batch_schema(schema: type[BaseModel]) -> type[BaseModel]:
         ITEM_FIELD: (int, Field(description="The number of the item this answer is for.")),
         **{name: (info.annotation, info) for name, info in schema.model_fields.items()},
     }
-    entry = create_model(  # type: ignore[call-overload]
+    entry = create_model(
         f"{schema.__name__}Answer", __config__=ConfigDict(extra="forbid"), __doc__=schema.__doc__, **fields
     )
-    return create_model(  # type: ignore[call-overload,no-any-return]
+    return create_model(
         f"{schema.__name__}Batch",
         __config__=ConfigDict(extra="forbid"),
         __doc__=f"One answer per item, each with its item number. {schema.__doc__ or ''}".strip(),
-        answers=(list[entry], Field(description="One answer per item, in the order the items were given.")),
+        answers=(
+            list[entry],  # type: ignore[valid-type]  # a model made at run time has no static type
+            Field(description="One answer per item, in the order the items were given."),
+        ),
     )
 
 

@@ -131,7 +131,7 @@ class CircuitBreaker:
                         "INSERT INTO conveyor.ai_breakers (endpoint) VALUES (%s) ON CONFLICT DO NOTHING",
                         (self.endpoint,),
                     )
-                row = self._conn.execute(sql, params).fetchone()  # type: ignore[arg-type]
+                row = self._conn.execute(sql, params).fetchone()
                 state = BreakerState.from_row(row) if row else None
                 if self._away_until is not None:
                     log.warning("The ledger is back: breaker %s is shared again.", self.endpoint)

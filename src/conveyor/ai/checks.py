@@ -7,9 +7,10 @@ confidence.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Any, Protocol, runtime_checkable
 
@@ -186,7 +187,8 @@ class Mentions:
 
     field: str
     input_keys: Sequence[str]
-    labels: Mapping[str, str] = field(default_factory=dict)
+    # dataclasses.field spelled out: the class's own ``field`` attribute shadows the bare name for mypy.
+    labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
     code: str = "missing_mention"
 
     def __call__(self, output: Mapping[str, Any], model_input: Mapping[str, Any]) -> str | None:

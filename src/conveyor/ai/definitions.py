@@ -103,7 +103,8 @@ class AITask:
             return self.instructions
         from conveyor.ai.resources import read_prompt
 
-        return read_prompt(self.prompt_file)[0]  # type: ignore[arg-type]
+        assert self.prompt_file is not None  # __post_init__: exactly one of the two is given
+        return read_prompt(self.prompt_file)[0]
 
     @property
     def version(self) -> str:

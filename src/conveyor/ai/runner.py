@@ -138,10 +138,12 @@ class AIStepRunner:
         self.ledger = ledger
         self.config = config
         self.task = config.task
+        # StepConfig.__post_init__ fills these from the task; said once here for the type checker.
+        assert config.from_status is not None and config.to_status is not None and config.step is not None
         self.cache = ResultCache(ledger)
         flow = ledger.workflow(config.workflow)
         for target in (config.to_status, Status.PENDING_REVIEW):
-            if not flow.allows(config.from_status, target):  # type: ignore[arg-type]
+            if not flow.allows(config.from_status, target):
                 raise ValueError(
                     f"workflow {config.workflow!r} does not allow {config.from_status!r} -> {target!r}"
                 )
@@ -159,8 +161,8 @@ class AIStepRunner:
                 ledger,
                 workflow=config.workflow,
                 run_id=config.run_id,
-                status=config.from_status,  # type: ignore[arg-type]
-                step=config.step,  # type: ignore[arg-type]
+                status=config.from_status,
+                step=config.step,
                 holder=config.holder,
                 batch_size=config.batch_size,
                 lease_seconds=config.lease_seconds,
@@ -419,6 +421,7 @@ class AIStepRunner:
 
     def _commit(self, outcome: _Outcome) -> None:
         c = self.config
+        assert c.from_status is not None and c.to_status is not None  # filled by StepConfig.__post_init__
         for updates, target in ((outcome.passed, c.to_status), (outcome.review, Status.PENDING_REVIEW)):
             if not updates:
                 continue
@@ -449,6 +452,8 @@ class AIStepRunner:
     async def run(self) -> dict[str, Any]:
         """Process the run's waiting items; return the summary or raise :class:`AIStepFailed`."""
         c = self.config
+        from_status = c.from_status
+        assert from_status is not None  # filled by StepConfig.__post_init__
         started = time.monotonic()
         ids: list[str] | None = None
         first: list[ItemView] | None = None
@@ -456,7 +461,7 @@ class AIStepRunner:
         if claims is None:
             ids = await asyncio.to_thread(
                 patiently,
-                lambda: self.ledger.item_ids(workflow=c.workflow, run_id=c.run_id, status=c.from_status),
+                lambda: self.ledger.item_ids(workflow=c.workflow, run_id=c.run_id, status=from_status),
                 what="listing the run's waiting items",
             )
         else:
@@ -573,7 +578,7 @@ class AIStepRunner:
                     counts = await asyncio.to_thread(
                         self.ledger.count_by_status, workflow=c.workflow, run_id=c.run_id
                     )
-                    waiting = counts.get(c.from_status, 0)  # type: ignore[arg-type]
+                    waiting = counts.get(from_status, 0)
                 raise AIStepFailed(
                     f"{breaker}. No fallback model is declared, so the step stopped calling it: "
                     f"{waiting} item(s) stay in {c.from_status!r} for the retry (retry after the cool-down); "

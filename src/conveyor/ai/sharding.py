@@ -21,7 +21,7 @@ import asyncio
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 if TYPE_CHECKING:
     from conveyor.ai.definitions import ItemView
@@ -29,6 +29,16 @@ if TYPE_CHECKING:
     from conveyor.ledger.store import Ledger
 
 log = logging.getLogger(__name__)
+
+
+class _Scope(TypedDict):
+    """Whose leases: the keyword arguments every lease call of one shard shares."""
+
+    workflow: str
+    run_id: str
+    status: str
+    step: str
+    holder: Holder
 
 
 class ShardClaims:
@@ -65,14 +75,14 @@ class ShardClaims:
         self.lease_seconds = lease_seconds
         self.poll_interval = poll_interval
         self.claimed = 0
-        self._where = dict(workflow=workflow, run_id=run_id, status=status, step=step, holder=holder)
+        self._where = _Scope(workflow=workflow, run_id=run_id, status=status, step=step, holder=holder)
         self._stopping = threading.Event()
 
     def next_chunk(self, load: Callable[[Sequence[str]], list[ItemView]]) -> list[ItemView] | None:
         """The next claimed chunk's waiting items (read with ``load``), or None when nothing is
         left for this shard. Blocking: call it in a thread."""
         while not self._stopping.is_set():
-            claim = self.ledger.claim_chunk(**self._where, limit=self.batch_size, lease_seconds=self.lease_seconds)  # type: ignore[arg-type]
+            claim = self.ledger.claim_chunk(**self._where, limit=self.batch_size, lease_seconds=self.lease_seconds)
             if claim.item_ids:
                 self.claimed += len(claim.item_ids)
                 views = load(claim.item_ids)
@@ -81,7 +91,7 @@ class ShardClaims:
                 continue  # all moved meanwhile (a sibling's late commit): claim again
             if claim.picked:
                 continue  # a sibling's lease, committed meanwhile, won them: the next look sees it
-            if not self.ledger.leased_elsewhere(**self._where):  # type: ignore[arg-type]
+            if not self.ledger.leased_elsewhere(**self._where):
                 return None
             self._stopping.wait(self.poll_interval)
         return None

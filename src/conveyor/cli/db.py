@@ -7,7 +7,7 @@ import argparse
 from conveyor.cli.output import print_json
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     db = subparsers.add_parser("db", help="manage the ledger database")
     actions = db.add_subparsers(dest="db_command", metavar="ACTION", required=True)
     upgrade = actions.add_parser("upgrade", help="apply pending schema migrations")

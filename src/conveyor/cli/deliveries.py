@@ -8,11 +8,15 @@ done once, with where they went. No Airflow import.
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from conveyor.cli.output import positive_int, print_json, print_table
 
+if TYPE_CHECKING:
+    from conveyor.ledger.deliveries import Delivery
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     batches = subparsers.add_parser(
         "batches", help="every input a gate saw (accepted, rejected, repeated, empty), with its reason"
     )
@@ -45,7 +49,7 @@ def run_batches(args: argparse.Namespace) -> int:
     return 0
 
 
-def _rows(delivery) -> str:  # type: ignore[no-untyped-def]
+def _rows(delivery: Delivery) -> str:
     if delivery.rows is None:
         return "-"
     if delivery.quarantined:

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from conveyor.ledger.store import Ledger
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     status = subparsers.add_parser("status", help="where an item is right now")
     status.add_argument(
         "item", metavar="ITEM", help="item id: <workflow>:<business key> (a business key alone when it is unique)"

@@ -7,7 +7,7 @@ import argparse
 from conveyor.cli.output import print_json
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     lint = subparsers.add_parser("lint", help="check that every DAG task declares its recovery strategy")
     lint.add_argument("path", nargs="?", default="dags", metavar="PATH", help="DAG folder or file (default: dags)")
     lint.add_argument("--json", action="store_true", help="print JSON")

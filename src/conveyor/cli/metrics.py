@@ -12,7 +12,7 @@ from typing import Any
 from conveyor.cli.output import positive_int, print_json, print_table
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     metrics = subparsers.add_parser(
         "metrics", help="health of each workflow: throughput, exceptions, cycle, queue"
     )

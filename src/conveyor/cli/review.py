@@ -11,13 +11,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING, Any
 
 from conveyor.cli.output import print_json, print_table
+
+if TYPE_CHECKING:
+    from conveyor.ledger.records import Item
 
 EXIT_CONFLICT = 5
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     queue = subparsers.add_parser(
         "queue", help="items waiting for a person, highest priority and oldest first"
     )
@@ -138,10 +142,10 @@ def run_queue(args: argparse.Namespace) -> int:
     return 0
 
 
-def _plain_item(item: object) -> dict:
+def _plain_item(item: Item) -> dict[str, Any]:
     from dataclasses import asdict
 
-    return asdict(item)  # type: ignore[call-overload]
+    return asdict(item)
 
 
 def run_review(args: argparse.Namespace) -> int:
@@ -175,7 +179,7 @@ def run_review(args: argparse.Namespace) -> int:
         )
     except NotAwaitingReview as exc:  # DecisionConflict included
         if args.json:
-            detail = {
+            detail: dict[str, Any] = {
                 "error": "already_decided" if isinstance(exc, DecisionConflict) else "not_awaiting_review",
                 "message": str(exc),
                 "status": exc.status,

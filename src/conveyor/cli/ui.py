@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ui = subparsers.add_parser(
         "ui", help="the Airflow UI on the quickstart's databases (prints the URL and logins)"
     )

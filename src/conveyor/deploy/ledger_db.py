@@ -54,7 +54,7 @@ def ensure_database(dsn: str, maintenance_db: str = "postgres") -> bool:
     if dsn.startswith("postgres://") or "__extra__" in dsn:
         dsn = airflow_uri_to_dsn(dsn)
     params = conninfo_to_dict(dsn)
-    dbname = params.get("dbname")
+    dbname = str(params.get("dbname") or "")
     if not dbname:
         raise ValueError(f"the ledger connection names no database ({describe(dsn)})")
     admin = make_conninfo(dsn, dbname=maintenance_db)

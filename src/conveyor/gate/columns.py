@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from conveyor.gate.failures import row_number
 from conveyor.gate.suites import ColumnSpec
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ def typed_frame(
         if bad.any():
             expected = spec.describe()
             failures.extend(
-                ParseFailure(int(row), name, value, expected) for row, value in raw[name][bad].items()
+                ParseFailure(row_number(row), name, value, expected) for row, value in raw[name][bad].items()
             )
     return typed, failures
 
@@ -72,6 +73,7 @@ def convert(series: pd.Series, spec: ColumnSpec) -> tuple[pd.Series, pd.Series]:
     import pandas as pd
 
     present = series.notna()
+    converted: pd.Series  # float64 for numbers, datetime64 for dates and times
     if spec.kind in ("number", "integer"):
         if pd.api.types.is_bool_dtype(series.dtype):
             return pd.Series(float("nan"), index=series.index, dtype="float64"), present

@@ -17,6 +17,17 @@ MAX_SHOWN = 60
 REASON_LIMIT = 500
 
 
+def row_number(label: object) -> int:
+    """The data row number a frame's row label (or its ``__row`` cell) stands for.
+
+    The gate's frames are indexed by data row number (a RangeIndex), so every label is an int at
+    run time; pandas types a label as any hashable value and a cell as any scalar, hence one
+    checked-by-tests conversion here instead of one at every call site.
+    """
+    number: int = int(label)  # type: ignore[call-overload]  # an int (or numpy integer) at run time, see above
+    return number
+
+
 @dataclass(frozen=True)
 class RowFailure:
     """One failed check of one row.
@@ -59,7 +70,7 @@ def show(value: Any) -> str:
     except (TypeError, ValueError):
         pass
     if hasattr(value, "isoformat"):
-        text = value.isoformat()
+        text: str = value.isoformat()
         return text[:10] if text.endswith("T00:00:00") else text
     if isinstance(value, float):
         return f"{value:.2f}".rstrip("0").rstrip(".") if abs(value) < 1e15 else f"{value:g}"

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from conveyor.gate.columns import ParseFailure, convert
 from conveyor.gate.errors import BatchRejected
+from conveyor.gate.failures import row_number
 from conveyor.gate.readers import DEFAULT_CHUNK_SIZE, Chunk
 from conveyor.gate.suites import GateSuite
 from conveyor.ledger import Ledger
@@ -88,7 +89,7 @@ class LedgerReader:
             ids = self.item_ids[start : start + self.chunk_size]
             with self.ledger.connect() as conn:
                 found = dict(
-                    conn.execute(  # type: ignore[arg-type]
+                    conn.execute(
                         f"SELECT item_id, {self.item_field} FROM conveyor.items WHERE item_id = ANY(%s)",  # noqa: S608
                         (ids,),
                     ).fetchall()
@@ -162,7 +163,7 @@ def _aggregate(
         for position in bad[bad].index:
             failures.append(
                 ParseFailure(
-                    int(table.at[position, "__row"]),
+                    row_number(table.at[position, "__row"]),
                     f"{name}.{column}",
                     table.at[position, column],
                     spec.describe(),

@@ -374,7 +374,7 @@ class SqlReader(ParquetReader):
             with psycopg.connect(resolve_dsn(None, conn_id=self.conn_id), connect_timeout=10) as conn:
                 with conn.cursor(name="conveyor_gate") as cur:
                     cur.itersize = self.chunk_size
-                    cur.execute(self.sql)  # type: ignore[arg-type]
+                    cur.execute(self.sql)
                     rows = cur.fetchmany(self.chunk_size)
                     self.columns = [d.name for d in cur.description or []]
                     schema = pa.schema([(c, pa.string()) for c in self.columns])

@@ -138,7 +138,7 @@ class GateResultStore:
             params.append(step)
         query += " ORDER BY row_number NULLS LAST, row_key"
         with self.ledger.connect() as conn, conn.cursor(row_factory=dict_row) as cur:
-            return list(cur.execute(query, params).fetchall())  # type: ignore[arg-type]
+            return list(cur.execute(query, params).fetchall())
 
     def for_item(self, item_id: str) -> list[dict[str, Any]]:
         """The findings about one item (its own row and any repeats of its key), newest first."""

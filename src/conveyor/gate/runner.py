@@ -237,9 +237,9 @@ class GateRunner:
             self._record(summary, reader, complete=False)
             self._route(reader, plan, summary)
             if not cfg.ledger_mode and summary.already_received and not (summary.validated or summary.quarantined):
-                exc = self._repeated_rows(summary)
-                self._record_rejection(summary, exc, reader)
-                raise exc
+                repeated = self._repeated_rows(summary)
+                self._record_rejection(summary, repeated, reader)
+                raise repeated
             self._record(summary, reader, complete=True)
             log.info(
                 "gate: %s rows=%d validated=%d quarantined=%d duplicates=%d conflicts=%d already_received=%d",

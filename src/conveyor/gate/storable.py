@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from conveyor.gate.failures import RowFailure, safe_value
+from conveyor.gate.failures import RowFailure, row_number, safe_value
 from conveyor.ledger.values import NUL, problem_in
 
 if TYPE_CHECKING:
@@ -39,17 +39,17 @@ def unstorable_cells(frame: pd.DataFrame) -> list[RowFailure]:
                                       f"{name} is not a finite number ({value!r})"))  # fmt: skip
         elif pd.api.types.is_string_dtype(series.dtype) and series.dtype != object:
             mask = series.str.contains(NUL, regex=False, na=False).to_numpy(dtype=bool)
-            for position in mask.nonzero()[0]:
-                found.append(_nul_finding(int(series.index[position]), name, series.iat[position]))
+            for position in mask.nonzero()[0].tolist():
+                found.append(_nul_finding(row_number(series.index[position]), name, series.iat[position]))
         elif series.dtype == object:
             for row, value in series.items():
                 if isinstance(value, str):
                     if NUL in value:
-                        found.append(_nul_finding(int(row), name, value))
+                        found.append(_nul_finding(row_number(row), name, value))
                     continue
                 problem = problem_in(value, name)
                 if problem:
-                    found.append(_finding(int(row), name, safe_value(str(value)), problem))
+                    found.append(_finding(row_number(row), name, safe_value(str(value)), problem))
     return found
 
 

@@ -20,6 +20,8 @@ from conveyor.gate.suites import GateSuite
 
 if TYPE_CHECKING:
     import pandas as pd
+    from great_expectations.core import ExpectationValidationResult
+    from great_expectations.expectations.expectation_configuration import ExpectationConfiguration
 
 #: A text cell that a spreadsheet would run as a formula (OWASP "CSV injection"): one starting
 #: with = or @ (or a tab / carriage return), or with + or - when the cell is not a plain number
@@ -160,8 +162,7 @@ class SuiteValidator:
         )
         findings: dict[int, list[RowFailure]] = {}
         for er in result.results:
-            self._check_ran(er)
-            config = er.expectation_config
+            config = self._check_ran(er)
             kwargs = dict(config.kwargs)
             meta = dict(config.meta or {})
             column = kwargs.get("column") or kwargs.get("column_A")
@@ -193,7 +194,7 @@ class SuiteValidator:
                     stats.examples.append({"row": row, "value": safe_value(value), "message": message})
         return findings
 
-    def _stats_for(self, config: Any) -> ExpectationStats:
+    def _stats_for(self, config: ExpectationConfiguration) -> ExpectationStats:
         kwargs = dict(config.kwargs)
         column = kwargs.get("column") or kwargs.get("column_A")
         key = (config.type, column, repr(sorted(kwargs.items(), key=lambda kv: kv[0])))
@@ -203,9 +204,12 @@ class SuiteValidator:
         return stats
 
     @staticmethod
-    def _check_ran(er: Any) -> None:
+    def _check_ran(er: ExpectationValidationResult) -> ExpectationConfiguration:
+        """The expectation a result is for, once it is known to have run."""
+        config = er.expectation_config
+        if config is None:  # GX attaches it to every result of a suite run; without it nothing can be routed
+            raise BatchRejected("suite_error", "a result of the expectation suite names no expectation")
         if _raised(er.exception_info):
-            config = er.expectation_config
             column = config.kwargs.get("column") or config.kwargs.get("column_A")
             raise BatchRejected(
                 "suite_error",
@@ -213,6 +217,7 @@ class SuiteValidator:
                 f"{_exception_message(er.exception_info)}",
                 detail={"expectation": config.type, "kwargs": _jsonable(dict(config.kwargs))},
             )
+        return config
 
     @staticmethod
     def _value(frame: pd.DataFrame, row: int, expectation: str, kwargs: Mapping[str, Any]) -> Any:

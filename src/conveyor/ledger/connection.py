@@ -87,15 +87,15 @@ def airflow_uri_to_dsn(uri: str) -> str:
     parts = urlsplit(uri)
     if parts.scheme not in {"postgres", "postgresql"}:
         raise LedgerUnavailable(f"connection {CONN_ID!r} must be a postgres URI, got scheme {parts.scheme!r}")
-    query = [(k, v) for k, v in parse_qsl(parts.query) if k not in _AIRFLOW_ONLY_KEYS]
+    pairs = [(k, v) for k, v in parse_qsl(parts.query) if k not in _AIRFLOW_ONLY_KEYS]
     netloc = parts.netloc
     host = unquote(parts.hostname or "") if parts.hostname else ""
     if host.startswith("/"):
         # Airflow encodes a socket folder as the host; libpq wants it as ?host=.
         userinfo = netloc.rsplit("@", 1)[0] + "@" if "@" in netloc else ""
         netloc = userinfo
-        query.append(("host", host))
-    return f"postgresql://{netloc}{parts.path}" + (f"?{urlencode(query)}" if query else "")
+        pairs.append(("host", host))
+    return f"postgresql://{netloc}{parts.path}" + (f"?{urlencode(pairs)}" if pairs else "")
 
 
 def resolve_dsn(dsn: str | None = None, conn_id: str = CONN_ID) -> str:

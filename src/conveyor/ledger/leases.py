@@ -102,9 +102,23 @@ def params(
     }
 
 
-def claim(conn: psycopg.Connection, **kwargs: object) -> Claim:
+def claim(
+    conn: psycopg.Connection,
+    *,
+    workflow: str,
+    run_id: str,
+    status: str,
+    step: str,
+    holder: Holder,
+    limit: int,
+    lease_seconds: float,
+) -> Claim:
     """Run :data:`CLAIM` once (see :func:`params` for the arguments)."""
-    row = conn.execute(CLAIM, params(**kwargs)).fetchone()  # type: ignore[arg-type]
+    query = params(
+        workflow=workflow, run_id=run_id, status=status, step=step, holder=holder, limit=limit,
+        lease_seconds=lease_seconds,
+    )
+    row = conn.execute(CLAIM, query).fetchone()
     assert row is not None
     return Claim(item_ids=list(row[1]), picked=int(row[0]))
 
@@ -126,7 +140,7 @@ def release(conn: psycopg.Connection, step: str, holder: Holder, item_ids: Seque
     if item_ids is not None:
         query += " AND item_id = ANY(%s)"
         args.append(list(item_ids))
-    return conn.execute(query, args).rowcount  # type: ignore[arg-type]
+    return conn.execute(query, args).rowcount
 
 
 def foreign_live(

@@ -9,15 +9,18 @@ Everything that writes goes through :class:`conveyor.ledger.store.Ledger`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from conveyor.ledger.connection import describe, resolve_dsn
 from conveyor.ledger.errors import LedgerUnavailable, UnknownItem, UnknownWorkflow
 from conveyor.ledger.records import ITEM_COLUMNS, TRANSITION_COLUMNS, Item, TransitionRecord
 from conveyor.ledger.statuses import as_statuses
 
+if TYPE_CHECKING:
+    from psycopg2.extensions import connection
 
-def _connect(dsn: str):  # type: ignore[no-untyped-def]
+
+def _connect(dsn: str) -> connection:
     import psycopg2
 
     try:

@@ -60,7 +60,7 @@ def upgrade(conn: psycopg.Connection, target: int | None = None) -> list[str]:
             )
             if migration.version in applied_versions(conn):
                 continue
-            conn.execute(migration.sql)  # type: ignore[arg-type]
+            conn.execute(migration.sql)
             conn.execute(
                 "INSERT INTO conveyor.schema_migrations (version, name) VALUES (%s, %s)",
                 (migration.version, migration.name),

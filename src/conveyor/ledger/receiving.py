@@ -153,7 +153,9 @@ def copy_new(
 
     first = flow.first
     # now() is the transaction's start: the same instant the server's defaults write.
-    (now,) = conn.execute("SELECT to_jsonb(now())::text").fetchone()  # type: ignore[misc]
+    clock = conn.execute("SELECT to_jsonb(now())::text").fetchone()
+    assert clock is not None  # a SELECT without FROM returns one row
+    (now,) = clock
     version = "\\N" if flow.version is None else str(flow.version)
     fixed = f"\t{_text(flow.name)}\t{_text(run_id)}"
     first_times = _text(f"{{{canonical_json(first)}:{now}}}")

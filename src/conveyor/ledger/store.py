@@ -30,7 +30,11 @@ from conveyor.ledger.lookup import filters as _filters
 from conveyor.ledger.lookup import items_query
 from conveyor.ledger.receiving import Route
 from conveyor.ledger.records import ITEM_COLUMNS as _ITEM_COLUMNS
-from conveyor.ledger.records import ITEM_TEXT_COLUMNS, TRANSITION_COLUMNS, Item, TransitionRecord, items_from_text_rows
+from conveyor.ledger.records import ITEM_TEXT_COLUMNS, TRANSITION_COLUMNS, items_from_text_rows
+
+# Re-exported: the records a Ledger method returns are imported from here by its callers.
+from conveyor.ledger.records import Item as Item
+from conveyor.ledger.records import TransitionRecord as TransitionRecord
 from conveyor.ledger.reviewed import ReviewDecision
 from conveyor.ledger.statuses import as_statuses
 from conveyor.workflow import Workflow
@@ -481,8 +485,8 @@ class Ledger:
         flow = self.workflow(workflow)
         target = str(to_status)
         explicit = from_status is not None
-        if explicit:
-            froms = list(as_statuses(from_status))  # type: ignore[arg-type]
+        if from_status is not None:
+            froms = list(as_statuses(from_status))
             illegal = [s for s in froms if not flow.allows(s, target)]
             if illegal:
                 raise IllegalTransition(flow.name, target, {item: illegal[0] for item in ids})
@@ -528,11 +532,11 @@ class Ledger:
                 missing = [item_id for item_id in chunk if item_id not in moved]
                 if missing:
                     current = self._current_statuses(conn, missing)
-                    bad = {}
+                    bad: dict[str, str] = {}
                     if not explicit:
                         bad = {i: s for i, s in current.items() if s is not None and not flow.allows(s, target)}
                     if blocked:  # held back by the chain of the version they were received under
-                        bad.update({i: s for i, s in current.items() if s in froms})
+                        bad.update({i: s for i, s in current.items() if s is not None and s in froms})
                     if bad:
                         raise IllegalTransition(flow.name, target, bad)
                     result.not_moved.update(current)
@@ -590,7 +594,7 @@ class Ledger:
         for attempt in range(_DEADLOCK_RETRIES):
             try:
                 with conn.transaction():  # a savepoint: a lost deadlock undoes this statement only
-                    rows = conn.execute(statement, params).fetchall()  # type: ignore[arg-type]
+                    rows = conn.execute(statement, params).fetchall()
                 return {row[0] for row in rows}
             except psycopg.errors.DeadlockDetected:
                 # A concurrent mover of the same items locked them in another order and won; go on
@@ -602,8 +606,8 @@ class Ledger:
 
     @staticmethod
     def _current_statuses(conn: psycopg.Connection, item_ids: Sequence[str]) -> dict[str, str | None]:
-        found = dict(
-            conn.execute(  # type: ignore[arg-type]
+        found: dict[str, str] = dict(
+            conn.execute(
                 "SELECT item_id, status FROM conveyor.items WHERE item_id = ANY(%s)", (list(item_ids),)
             ).fetchall()
         )
@@ -679,7 +683,7 @@ class Ledger:
             query += " AND item_id = ANY(%s)"
             params.append(list(item_ids))
         with self.connect() as conn, conn.cursor(row_factory=dict_row) as cur:
-            return {row.pop("item_id"): row for row in cur.execute(query, params).fetchall()}  # type: ignore[arg-type]
+            return {row.pop("item_id"): row for row in cur.execute(query, params).fetchall()}
 
     @staticmethod
     def effect_key(item_id: str, step: str) -> str:
@@ -836,7 +840,7 @@ class Ledger:
             params.append(list(as_statuses(to_status)))
         query += " ORDER BY item_id, id DESC"
         with self.connect() as conn, conn.cursor(row_factory=dict_row) as cur:
-            return {row["item_id"]: TransitionRecord(**row) for row in cur.execute(query, params).fetchall()}  # type: ignore[arg-type]
+            return {row["item_id"]: TransitionRecord(**row) for row in cur.execute(query, params).fetchall()}
 
     def items(
         self,
@@ -853,12 +857,12 @@ class Ledger:
         )
         # Plain tuples (a dict per row costs a tenth of a 100k-item read), JSON parsed in bulk.
         with self.connect() as conn:
-            return items_from_text_rows(conn.execute(query, params).fetchall())  # type: ignore[arg-type]
+            return items_from_text_rows(conn.execute(query, params).fetchall())
 
     def count_by_status(self, *, workflow: str | None = None, run_id: str | None = None) -> dict[str, int]:
         where, params = _filters(workflow, run_id, None)
         with self.connect() as conn:
-            rows = conn.execute(  # type: ignore[arg-type]
+            rows = conn.execute(
                 f"SELECT status, count(*) FROM conveyor.items{where} GROUP BY status ORDER BY status", params
             ).fetchall()
         return {status: count for status, count in rows}
@@ -867,7 +871,7 @@ class Ledger:
         """workflow -> status -> items of the run (a run id can be shared by several workflows' DAGs)."""
         where, params = _filters(workflow, run_id, None)
         with self.connect() as conn:
-            rows = conn.execute(  # type: ignore[arg-type]
+            rows = conn.execute(
                 f"SELECT workflow, status, count(*) FROM conveyor.items{where} GROUP BY 1, 2", params
             ).fetchall()
         out: dict[str, dict[str, int]] = {}
@@ -879,7 +883,7 @@ class Ledger:
         """Just the ids (cheap): what a step works on."""
         where, params = _filters(workflow, run_id, status)
         with self.connect() as conn:
-            rows = conn.execute(f"SELECT item_id FROM conveyor.items{where} ORDER BY item_id", params).fetchall()  # type: ignore[arg-type]
+            rows = conn.execute(f"SELECT item_id FROM conveyor.items{where} ORDER BY item_id", params).fetchall()
         return [r[0] for r in rows]
 
 

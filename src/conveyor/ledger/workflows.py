@@ -52,10 +52,11 @@ def declare(conn: psycopg.Connection, dsn: str, workflow: Workflow, *, actor: st
                 (workflow.name, workflow.digest, definition, actor, workflow.name),
             ).fetchone()
     assert row is not None
-    stored = Workflow.from_definition(workflow.definition(), version=int(row[0]))
+    version = int(row[0])
+    stored = Workflow.from_definition(workflow.definition(), version=version)
     with _lock:
         _declared[key] = stored
-        _versions[(dsn, workflow.name, stored.version)] = stored  # type: ignore[index]
+        _versions[(dsn, workflow.name, version)] = stored
         _latest.pop((dsn, workflow.name), None)
     return stored
 
@@ -81,10 +82,11 @@ def latest(conn_factory: Any, dsn: str, name: str) -> Workflow:
             f"conveyor.Workflow(name={name!r}, chain=(...)) and pass that object to the workflow's "
             "operators; the declaration is stored when the DAG runs"
         )
-    flow = Workflow.from_definition(row[1], version=int(row[0]))
+    version = int(row[0])
+    flow = Workflow.from_definition(row[1], version=version)
     with _lock:
         _latest[(dsn, name)] = (time.monotonic(), flow)
-        _versions[(dsn, name, flow.version)] = flow  # type: ignore[index]
+        _versions[(dsn, name, version)] = flow
     return flow
 
 

@@ -443,7 +443,7 @@ def measure(
         }
         for w in reversed(windows)  # oldest first, current last
     ]
-    source_rows = []
+    source_rows: list[dict[str, Any]] = []
     for name, by_label in sources.items():
         now_received, now_exc = by_label.get("current", (0, 0))
         then_received, then_exc = by_label.get("baseline", (0, 0))

@@ -25,9 +25,9 @@ import logging
 import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
-from airflow.sdk import BaseHook, BaseNotifier, Variable
+from airflow.sdk import BaseHook, BaseNotifier, Context, Variable
 from airflow.sdk.exceptions import AirflowNotFoundException
 
 from conveyor.monitoring.alerts import render_html, render_text, subject_line
@@ -135,7 +135,9 @@ class EmailChannel:
             smtp_conn_id=self.conn_id,
             custom_headers={"X-Conveyor-Alert": f"{event.alert.workflow}/{event.alert.rule}/{event.kind}"},
         )
-        notifier.notify(dict(context))  # notify(), not __call__: no Jinja over item data
+        # notify(), not __call__: no Jinja over item data. Airflow's Context is a TypedDict with every
+        # key optional, so the task context's own keys (or none, outside a task) make one.
+        notifier.notify(cast(Context, dict(context)))
 
     def send_text(self, subject: str, text: str, context: Mapping[str, Any]) -> None:
         from airflow.providers.smtp.notifications.smtp import SmtpNotifier
@@ -143,7 +145,7 @@ class EmailChannel:
         SmtpNotifier(
             to=self.recipients, from_email=self.sender, subject=subject,
             html_content="<pre>" + html.escape(text) + "</pre>", smtp_conn_id=self.conn_id,
-        ).notify(dict(context))
+        ).notify(cast(Context, dict(context)))
 
 
 @dataclass

@@ -191,7 +191,8 @@ class MonitoringStore:
         limit: int = 100,
     ) -> list[AlertEvent]:
         """Notifications, newest first, filtered by id, workflow and state."""
-        clauses, params = ["TRUE"], []
+        clauses: list[str] = ["TRUE"]
+        params: list[Any] = []
         if ids is not None:
             clauses.append("e.id = ANY(%s)")
             params.append(list(ids))
@@ -251,4 +252,4 @@ class MonitoringStore:
             params.append(workflow)
         query += " ORDER BY severity = 'critical' DESC, opened_at, workflow, rule, subject"
         with self.ledger.connect() as conn, conn.cursor(row_factory=dict_row) as cur:
-            return cur.execute(query, params).fetchall()  # type: ignore[arg-type]
+            return cur.execute(query, params).fetchall()

@@ -18,6 +18,10 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import httpx
 
 
 def free_port() -> int:
@@ -43,7 +47,7 @@ class ApiServer:
         response.raise_for_status()
         return str(response.json()["access_token"])
 
-    def client(self, user: str | None = None):  # type: ignore[no-untyped-def]
+    def client(self, user: str | None = None) -> httpx.Client:
         """An ``httpx.Client`` on the server, authenticated as ``user`` when given."""
         import httpx
 

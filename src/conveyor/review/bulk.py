@@ -166,7 +166,7 @@ def matching_page(
     query, params = matching_sql(where, limit=limit, after=after)
     query = query.replace("SELECT item_id FROM", "SELECT item_id, updated_at FROM", 1)
     with ledger.connect() as conn:
-        return [(r[0], r[1]) for r in conn.execute(query, params).fetchall()]  # type: ignore[arg-type]
+        return [(r[0], r[1]) for r in conn.execute(query, params).fetchall()]
 
 
 def count_matching(ledger: Ledger, where: QueueFilter) -> int:
@@ -176,7 +176,7 @@ def count_matching(ledger: Ledger, where: QueueFilter) -> int:
     query, params = matching_sql(where, limit=1)
     query = query.replace("SELECT item_id FROM", "SELECT count(*) FROM", 1).rsplit(" ORDER BY", 1)[0]
     with ledger.connect() as conn:
-        row = conn.execute(query, params[:-1]).fetchone()  # type: ignore[arg-type]
+        row = conn.execute(query, params[:-1]).fetchone()
     return int(row[0]) if row else 0
 
 

@@ -114,7 +114,7 @@ class ReviewClaims:
             query += " AND reviewer = %s"
             params.append(reviewer)
         with self.ledger.connect() as conn:
-            return conn.execute(query, params).rowcount  # type: ignore[arg-type]
+            return conn.execute(query, params).rowcount
 
     def live(self, item_ids: Sequence[str]) -> dict[str, Claim]:
         """The live (unexpired) claims among ``item_ids``, each looked up by key."""

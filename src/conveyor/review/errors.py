@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from conveyor.ledger.errors import LedgerError
+
+if TYPE_CHECKING:  # blockers imports this module (through coercion): for annotations only
+    from conveyor.review.blockers import Blocker
 
 
 class ReviewError(LedgerError):
@@ -60,7 +64,7 @@ class ApprovalBlocked(InvalidDecision):
     :param blockers: each field and what it needs, with the decisions that apply instead.
     """
 
-    def __init__(self, item_id: str, blockers: list) -> None:  # list[Blocker]: no import cycle
+    def __init__(self, item_id: str, blockers: list[Blocker]) -> None:
         from conveyor.review.blockers import describe
 
         super().__init__(f"item {item_id!r} cannot be approved as it is: {describe(blockers)}. Nothing was changed.")

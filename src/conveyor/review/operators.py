@@ -179,7 +179,7 @@ class SignOffOperator(HITLOperator):
                     f"signed off: {exc}. Nothing was approved; fix or reject the items named, then clear this task"
                 ) from exc
             else:
-                preview = Preview(*key, source_task=self.preview, files=outputs, items=items,
+                preview = Preview(*key, source_task=step.task_id, files=outputs, items=items,
                                   rendered_by=task_actor(context))
                 store.save([preview])
                 return self._preview_summary(preview, _base_url())

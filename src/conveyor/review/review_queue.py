@@ -25,6 +25,7 @@ other gets :class:`~conveyor.review.errors.DecisionConflict` naming who decided.
 
 from __future__ import annotations
 
+import builtins  # `builtins.list` in annotations below `ReviewQueue.list`, which shadows it there
 import logging
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -242,11 +243,11 @@ class ReviewQueue:
             approve_to = _approval_target(item, history, self.ledger)
         return ItemView(item, history, awaiting, actions, approve_to, _last_decision(history), blockers)
 
-    def blockers(self, items: Sequence[Item]) -> dict[str, list[Blocker]]:
+    def blockers(self, items: Sequence[Item]) -> dict[str, builtins.list[Blocker]]:
         """Item id -> what stands in the way of approving it as it is (for a page of the queue)."""
         return blockers_of(self.ledger, items)
 
-    def search(self, text: str, *, workflows: Collection[str] | None = None, limit: int = 20) -> list[Item]:
+    def search(self, text: str, *, workflows: Collection[str] | None = None, limit: int = 20) -> builtins.list[Item]:
         """Where is item X: items whose id or business key is exactly ``text``, newest first.
 
         :param text: an item id (``<workflow>:<key>``) or a business key.
@@ -374,9 +375,9 @@ class ReviewQueue:
         contract = found.get("contract") if isinstance(found.get("contract"), Mapping) else None
         changes = coerce_changes(changes, contract, current if isinstance(current, Mapping) else None)
         merged, diff = merge_changes(current, changes, what="the payload" if field == "payload" else "the AI result")
-        detail = {"action": Action.CORRECT.value, "field": field, "changes": diff,
+        detail: dict[str, Any] = {"action": Action.CORRECT.value, "field": field, "changes": diff,
                   **{k: found[k] for k in ("gate", "suite") if k in found}}  # fmt: skip
-        data = {"payload": merged} if field == "payload" else {"ai_result": merged}
+        data: dict[str, Any] = {"payload": merged} if field == "payload" else {"ai_result": merged}
         update = ItemUpdate(reason=comment, review_target=item.review_target, detail=detail, **data)
         return Status.CORRECTED, update
 
@@ -437,13 +438,13 @@ class ReviewQueue:
         ReviewClaims(self.ledger, minutes=1).release([d.item_id for d in outcome.decided])
         return outcome
 
-    def card(self, item: Item) -> list[CardField]:
+    def card(self, item: Item) -> builtins.list[CardField]:
         """The item's review card, from its workflow's stored declaration (empty when undeclared)."""
         try:
             flow = self.ledger.workflow(item.workflow)
         except UnknownWorkflow:
             return []
-        return card_of(item, flow.review_card)  # type: ignore[arg-type]
+        return card_of(item, flow.review_card)  # type: ignore[arg-type]  # __post_init__ made each a ReviewField
 
     def _refusal(self, item_id: str, status: str) -> NotAwaitingReview:
         """The error for a decision that cannot apply: who decided first, when known."""
@@ -483,7 +484,7 @@ def _approval_target(item: Item, history: Sequence[TransitionRecord], ledger: Le
     if item.status == Status.QUARANTINED:
         return flow.gate_output
     for record in reversed(history):
-        if record.to_status in REVIEW_STATUSES and record.from_status in flow.chain:
+        if record.to_status in REVIEW_STATUSES and record.from_status is not None and record.from_status in flow.chain:
             return flow.next_after(record.from_status)
     raise InvalidDecision(
         f"item {item.item_id!r} has no review target and its history does not say which step routed it; "

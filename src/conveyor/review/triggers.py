@@ -144,7 +144,7 @@ class HumanReviewTrigger(BaseTrigger):
                 if corrected:
                     self.log.info("%d corrected item(s) of %s/%s to validate again", corrected, self.workflow,
                                   self.run_id)  # fmt: skip
-                    event = self._event(CORRECTED, pending=int(pending), corrected=corrected, polls=polls)
+                    event = self._event(CORRECTED, pending=int(pending or 0), corrected=corrected, polls=polls)
                     break
                 now = datetime.now(UTC)
                 oldest = getattr(pending, "oldest", None)

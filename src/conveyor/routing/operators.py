@@ -62,7 +62,9 @@ class ApprovalRoutingOperator(LedgerStepOperator):
             raise ValueError(f"approval threshold {self.threshold!r} is not a number") from None
         ledger = self.ledger(context)
         items = ledger.items(workflow=self.workflow, run_id=context["run_id"], status=self.from_status, limit=None)
-        auto, to_review, to_approve = [], {}, {}
+        auto: list[str] = []
+        to_review: dict[str, ItemUpdate] = {}
+        to_approve: dict[str, ItemUpdate] = {}
         for item in items:
             raw = (item.ai_result or {}).get(self.amount_field, item.payload.get(self.amount_field))
             try:

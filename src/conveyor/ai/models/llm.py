@@ -39,6 +39,8 @@ from conveyor.ai.models.base import ModelInput, Prediction, StepModel
 from conveyor.ai.retries import RetryPolicy, describe, is_transient
 
 if TYPE_CHECKING:
+    from pydantic_ai.models.openai import OpenAIChatModelSettings
+
     from conveyor.ai.definitions import AITask
     from conveyor.ledger.store import Ledger
 
@@ -152,8 +154,8 @@ class LLMModel(StepModel):
         self.instructions = task.prompt_text()
         self.calls = 0
 
-    def settings(self, sample: int) -> dict[str, Any]:
-        settings: dict[str, Any] = {"max_retries": 0, "timeout": self.call_timeout}
+    def settings(self, sample: int) -> OpenAIChatModelSettings:
+        settings: OpenAIChatModelSettings = {"max_retries": 0, "timeout": self.call_timeout}
         if self.confidence_method == "logprobs":
             # Only the chosen tokens' log-probabilities: alternatives would double the response.
             settings["openai_logprobs"] = True
@@ -166,7 +168,7 @@ class LLMModel(StepModel):
     # -- one request, with the breaker and the retry policy ----------------------------------
 
     async def _request(
-        self, messages: list[Any], settings: dict[str, Any], spent: list[int], params: Any = None
+        self, messages: list[Any], settings: OpenAIChatModelSettings, spent: list[int], params: Any = None
     ) -> Any:
         from pydantic_ai.direct import model_request
 
@@ -221,7 +223,9 @@ class LLMModel(StepModel):
 
         messages: list[Any] = [ModelRequest(parts=[SystemPromptPart(instructions), UserPromptPart(message)])]
         settings = self.settings(sample)
-        schema = (params or self.params).output_object.name
+        output = (params or self.params).output_object
+        assert output is not None  # request_parameters() declares the output object of every request
+        schema = output.name
         for repair in range(self.repair_attempts + 1):
             response = await self._request(messages, settings, spent, params)
             text = "".join(p.content for p in response.parts if isinstance(p, TextPart))
@@ -287,6 +291,7 @@ class LLMModel(StepModel):
     ) -> Prediction:
         """One item's prediction from its answer(s): one per sample, each with its log-prob confidence."""
         info: dict[str, Any] = {"method": self.confidence_method, "calls": calls, **detail}
+        confidence: float | None
         if self.confidence_method == "agreement":
             keep, share = conf.agreement([o for o, _ in answers], self.task.label_field)
             output, confidence = answers[keep][0], share

@@ -72,6 +72,12 @@ def test_importing_a_workflows_code_twice_in_one_process_declares_nothing_twice(
         register_ai_task(other)
 
 
+def test_conveyor_error_is_the_public_root_of_the_public_errors():
+    assert "ConveyorError" in conveyor.__all__
+    for name in ("InputError", "UnreadableDocument"):
+        assert issubclass(getattr(conveyor, name), conveyor.ConveyorError), name
+
+
 def test_check_is_the_public_contract_of_rule_checks_and_its_example_runs():
     import textwrap
 

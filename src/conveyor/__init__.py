@@ -74,6 +74,8 @@ _EXPORTS: dict[str, str] = {
     "storage_path": "conveyor.storage",
     "document_text": "conveyor.intake.documents",
     "UnreadableDocument": "conveyor.intake.documents",
+    # the root of every error Conveyor raises (the tree is in conveyor/errors.py)
+    "ConveyorError": "conveyor.errors",
 }
 
 __all__ = [
@@ -82,6 +84,7 @@ __all__ = [
     "ApprovalRoutingOperator",
     "ArchiveOperator",
     "Check",
+    "ConveyorError",
     "EffectItem",
     "EffectOutcome",
     "Escalation",
@@ -147,6 +150,7 @@ if TYPE_CHECKING:
     from conveyor.effects.archive import ArchiveOperator
     from conveyor.effects.item_effects import EffectItem, EffectOutcome, ItemEffectOperator
     from conveyor.effects.publish import PublishOperator
+    from conveyor.errors import ConveyorError
     from conveyor.gate.operators import ValidationGateOperator
     from conveyor.intake.documents import UnreadableDocument, document_text
     from conveyor.intake.operators import InboxIntakeOperator, SnapshotExtractOperator

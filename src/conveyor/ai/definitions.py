@@ -31,8 +31,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from conveyor.errors import AIStepError
 
-class InputError(ValueError):
+
+class InputError(AIStepError, ValueError):
     """An item's payload cannot become model input; the message tells the reviewer why."""
 
 

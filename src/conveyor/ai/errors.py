@@ -6,9 +6,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-
-class AIStepError(Exception):
-    """Base class of the AI step's errors."""
+# The AI step's base is declared with the others in conveyor.errors; importable from here too.
+from conveyor.errors import AIStepError as AIStepError
 
 
 class ModelCallError(AIStepError):

@@ -34,6 +34,8 @@ from typing import Any
 
 import yaml
 
+from conveyor.errors import DeployError
+
 SECTIONS: tuple[str, ...] = ("connections", "variables", "pools")
 
 _CONNECTION_KEYS = {
@@ -55,7 +57,7 @@ ENV_REFERENCE = re.compile(r"\$\$|\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?P<defaul
 _DANGLING = re.compile(r"\$\{")
 
 
-class SettingsFileError(ValueError):
+class SettingsFileError(DeployError, ValueError):
     """``airflow_settings.yaml`` cannot be read: the message names the file, entry and field."""
 
 

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk.exceptions import AirflowFailException
 
+from conveyor.errors import EffectError
 from conveyor.ledger_step import LedgerStepOperator
 
 if TYPE_CHECKING:
@@ -69,7 +70,7 @@ def item_record(item: Item, decision: ReviewDecision | None = None) -> dict[str,
     }
 
 
-class UnrenderableItems(AirflowFailException):
+class UnrenderableItems(EffectError, AirflowFailException):
     """The publication cannot be rendered with these items (a template error no retry can fix).
 
     :param errors: item id -> the error rendering it raised (empty: no single item was found).

@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-
-class GateError(Exception):
-    """Base class of the gate's errors."""
+# The gate's base is declared with the others in conveyor.errors; importable from here too.
+from conveyor.errors import GateError as GateError
 
 
 class BatchRejected(GateError):

@@ -11,13 +11,15 @@ from __future__ import annotations
 import io
 import logging
 
+from conveyor.errors import IntakeError
+
 #: Formats read as UTF-8 text as they are.
 TEXT_FORMATS = frozenset({"txt", "csv", "json", "jsonl", "md", "xml", "html", "eml"})
 #: Formats :func:`document_text` can read.
 READABLE_FORMATS = TEXT_FORMATS | {"pdf"}
 
 
-class UnreadableDocument(ValueError):
+class UnreadableDocument(IntakeError, ValueError):
     """A document whose text cannot be had; the message says why, for the person who reads it."""
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
+from conveyor.errors import IntakeError
 from conveyor.ledger_step import LedgerStepOperator
 
 if TYPE_CHECKING:
@@ -89,7 +90,7 @@ def keep_inbox(inbox: ObjectStoragePath) -> None:
         storage.write_text(inbox / INBOX_MARKER, "an inbox of Conveyor: keeps this folder on object storage\n")
 
 
-class SourceUnreachable(RuntimeError):
+class SourceUnreachable(IntakeError, RuntimeError):
     """A feed file or an inbox that could not be read for a reason a retry may fix (the network,
     the object store, credentials): retried like any task error, then failed naming it."""
 

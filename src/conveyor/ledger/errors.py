@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-
-class LedgerError(Exception):
-    """Base class of every ledger error."""
+# The ledger's base is declared with the others in conveyor.errors; importable from here too.
+from conveyor.errors import LedgerError as LedgerError
 
 
 class LedgerUnavailable(LedgerError):

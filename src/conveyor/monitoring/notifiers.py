@@ -30,6 +30,7 @@ from typing import Any, Protocol, cast
 from airflow.sdk import BaseHook, BaseNotifier, Context, Variable
 from airflow.sdk.exceptions import AirflowNotFoundException
 
+from conveyor.errors import MonitoringError
 from conveyor.monitoring.alerts import render_html, render_text, subject_line
 from conveyor.monitoring.store import AlertEvent, MonitoringStore
 
@@ -41,7 +42,7 @@ DEFAULT_SENDER = "conveyor-alerts@localhost"
 log = logging.getLogger(__name__)
 
 
-class ChannelNotConfigured(RuntimeError):
+class ChannelNotConfigured(MonitoringError, RuntimeError):
     """A channel is half-configured, or no channel is configured while alerts are due."""
 
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from conveyor.ledger.errors import LedgerError
+from conveyor.errors import ReviewError
 from conveyor.ledger.store import Ledger
 
 
@@ -45,7 +45,7 @@ class Claim:
         }
 
 
-class ClaimHeld(LedgerError):
+class ClaimHeld(ReviewError):
     """Another reviewer holds a live claim on the item.
 
     :param claim: the holder's claim.

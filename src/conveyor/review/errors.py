@@ -5,14 +5,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from conveyor.ledger.errors import LedgerError
+# Review's base (under LedgerError) is declared with the others in conveyor.errors; importable from here too.
+from conveyor.errors import ReviewError as ReviewError
 
 if TYPE_CHECKING:  # blockers imports this module (through coercion): for annotations only
     from conveyor.review.blockers import Blocker
-
-
-class ReviewError(LedgerError):
-    """Base class of every review error."""
 
 
 class InvalidDecision(ReviewError, ValueError):

@@ -15,13 +15,14 @@ import math
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
+from conveyor.errors import ReviewError
 from conveyor.review.coercion import text_problem
 
 #: Largest JSON body the app reads (a bulk decision of 5,000 ids is ~200 kB).
 MAX_BODY_BYTES = 8 * 1024 * 1024
 
 
-class InputRejected(ValueError):
+class InputRejected(ReviewError, ValueError):
     """A request part that cannot be processed; the message names it."""
 
 

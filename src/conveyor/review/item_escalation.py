@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from conveyor.errors import ReviewError
 from conveyor.ledger.statuses import REVIEW_VALUES, Status
 
 if TYPE_CHECKING:
@@ -165,7 +166,7 @@ def _record(
         )
 
 
-class ItemsOverdue(RuntimeError):
+class ItemsOverdue(ReviewError, RuntimeError):
     """Items waited longer than the step's ``item_timeout`` and its item escalation is ``fail``."""
 
 

@@ -36,6 +36,8 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.standard.operators.hitl import HITLOperator
 
+from conveyor.errors import ReviewError
+
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
@@ -59,7 +61,7 @@ def _base_url() -> str:
     return conf.get("api", "base_url", fallback="") or ""
 
 
-class SignOffRejected(Exception):
+class SignOffRejected(ReviewError):
     """A person refused the sign-off; the message says who and why."""
 
 

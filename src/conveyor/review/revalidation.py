@@ -19,6 +19,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from conveyor.errors import ReviewError
 from conveyor.ledger.statuses import Status
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ ORDER BY i.item_id
 """
 
 
-class RevalidationError(RuntimeError):
+class RevalidationError(ReviewError, RuntimeError):
     """Corrected items cannot be validated again by this run (no such gate in its DAG)."""
 
 

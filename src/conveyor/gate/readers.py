@@ -406,7 +406,7 @@ def _sql_text(value: Any) -> str | None:
     if value is None:
         return None
     if hasattr(value, "isoformat"):
-        return value.isoformat()
+        return str(value.isoformat())
     return str(value)
 
 
@@ -429,7 +429,7 @@ def _stat(path: Path) -> tuple[int, int]:
 def _finish_hash(digest: Any, fh: Any) -> str:
     while block := fh.read(_BLOCK):
         digest.update(block)
-    return digest.hexdigest()
+    return str(digest.hexdigest())
 
 
 def reader_for(

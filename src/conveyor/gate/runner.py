@@ -805,7 +805,7 @@ class GateRunner:
 
     def _payloads(
         self, frame: pd.DataFrame, typed: pd.DataFrame, bad_cells: set[tuple[int, str]]
-    ) -> list[dict]:
+    ) -> list[dict[str, Any]]:
         """Each row as the item's payload: typed values (ISO dates, numbers), the text as read when
         a value did not parse, long text cut at ``max_cell_chars``."""
         import pandas as pd
@@ -969,7 +969,7 @@ def _plain(value: Any) -> Any:
 def _short(reader: SourceReader | LedgerReader) -> str:
     path = getattr(reader, "path", None)
     if reader.kind in ("csv", "jsonl", "parquet") and path is not None:
-        return path.name
+        return str(path.name)
     return reader.description
 
 

@@ -118,7 +118,7 @@ def _find_item_id(cur: Any, ref: str) -> str:
             "SELECT item_id FROM conveyor.items WHERE item_id = ANY(%s) ORDER BY item_id",
             ([f"{name}:{ref}" for name in names],),
         )
-        found = [row[0] for row in cur.fetchall()]
+        found: list[str] = [row[0] for row in cur.fetchall()]
         if len(found) == 1:
             return found[0]
         shape = " (item ids are <workflow>:<business key>)"

@@ -78,7 +78,7 @@ def get(option: str, *, use_airflow: bool | None = None) -> str:
         from airflow.configuration import conf
     except ImportError:  # a Task-SDK-only worker
         # The SDK's conf is its lazy twin of core's (a module __getattr__); same get().
-        from airflow.sdk.configuration import conf  # type: ignore[no-redef]  # the other of two imports
+        from airflow.sdk.configuration import conf  # type: ignore[no-redef]  # the same name, on a worker without core
     return str(conf.get(SECTION, option, fallback=default))
 
 

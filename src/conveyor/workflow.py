@@ -203,6 +203,11 @@ class Workflow:
         return frozenset(allowed)
 
     @property
+    def card_fields(self) -> tuple[ReviewField, ...]:
+        """The review card's fields, typed: ``__post_init__`` made every entry a :class:`ReviewField`."""
+        return tuple(f for f in self.review_card if isinstance(f, ReviewField))
+
+    @property
     def statuses(self) -> frozenset[str]:
         return frozenset(s for pair in self.transitions for s in pair)
 
@@ -250,7 +255,7 @@ class Workflow:
             "chain": list(self.chain),
             "description": self.description,
             "source_field": self.source_field,
-            "review_card": [f.as_json() for f in self.review_card],  # type: ignore[union-attr]  # ReviewFields by now
+            "review_card": [f.as_json() for f in self.card_fields],
             "priority_field": self.priority_field,
             "ai_outputs": list(self.ai_outputs),
             "thresholds": dict(self.thresholds),

@@ -444,7 +444,7 @@ class ReviewQueue:
             flow = self.ledger.workflow(item.workflow)
         except UnknownWorkflow:
             return []
-        return card_of(item, flow.review_card)  # type: ignore[arg-type]  # __post_init__ made each a ReviewField
+        return card_of(item, flow.card_fields)
 
     def _refusal(self, item_id: str, status: str) -> NotAwaitingReview:
         """The error for a decision that cannot apply: who decided first, when known."""

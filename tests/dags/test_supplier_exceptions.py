@@ -177,8 +177,10 @@ def test_a_row_corrected_during_the_review_is_validated_again_and_published_in_t
     runner, ledger, todays_extract, tmp_path, monkeypatch
 ):
     """The reviewer corrects the negative amount: first wrongly (still negative: the same suite
-    quarantines it again, with the new reason), then rightly; the run publishes it. A doubtful
-    draft is rewritten by the reviewer: the report carries the reviewer's sentence."""
+    quarantines it again, with the new reason), then rightly, with the amount as text as a form or
+    a CSV-minded client sends it (``{"amount": "1936.40"}``): it lands as the number 1936.4 and the
+    run publishes it (issue 21). A doubtful draft is rewritten by the reviewer: the report carries
+    the reviewer's sentence."""
     from conveyor.quickstart.reviewer import reviewer_policy
 
     monkeypatch.setenv("CONVEYOR_HOME", str(tmp_path / "home"))
@@ -189,7 +191,7 @@ def test_a_row_corrected_during_the_review_is_validated_again_and_published_in_t
         amount = item["payload"].get("amount")
         if item["status"] == "quarantined" and isinstance(amount, (int, float)) and amount < 0:
             attempts[item["item_id"]] = attempts.get(item["item_id"], 0) + 1
-            fixed = -1.0 if attempts[item["item_id"]] == 1 else abs(amount)
+            fixed = -1.0 if attempts[item["item_id"]] == 1 else "1936.40"
             return "correct", "sign typo in the feed", {"amount": fixed}
         if item["status"] == "pending_review" and item["item_id"] in attempts:
             return "approve", "checked"
@@ -235,6 +237,13 @@ def test_a_row_corrected_during_the_review_is_validated_again_and_published_in_t
     assert moves[-1] == ("approved", "published")
     counts = ledger.count_by_status(workflow=WF, run_id=run.run_id)
     assert set(counts) == {"published", "rejected"}, counts  # nothing left at received or corrected
+    # The text amount was coerced to the number the gate reads, in the ledger and in the report.
+    assert history[4].detail["changes"][0] == {"field": "amount", "before": -1.0, "after": 1936.4}
+    assert item.payload["amount"] == 1936.4 and type(item.payload["amount"]) is float
+    with ledger.connect() as conn:
+        stored = conn.execute("SELECT jsonb_typeof(payload->'amount') FROM conveyor.items WHERE item_id = %s",
+                              (item_id,)).fetchone()[0]  # fmt: skip
+    assert stored == "number"
 
     # The rewritten draft: published as the reviewer wrote it, the model's answer kept in the history.
     [(drafted, sentence)] = rewritten.items()
@@ -243,7 +252,10 @@ def test_a_row_corrected_during_the_review_is_validated_again_and_published_in_t
     assert correction.to_status == "ai_processed" and correction.detail["ai_task"] == "classify_exception"
     assert correction.detail["model_answer"]["draft"] != sentence
     [outbox] = ledger.effects("publish_report").values()
-    assert sentence in storage_path(outbox["result"]["files"][0]).read_text()
+    report = storage_path(outbox["result"]["files"][0]).read_text()
+    assert sentence in report and item_id in outbox["result"]["items"]
+    [line] = [x for x in report.splitlines() if x.startswith(f"| {item.business_key} |")]
+    assert "| 1,936.40 EUR |" in line, line
 
 
 def test_a_row_corrected_at_the_drafts_review_is_drafted_and_published_by_the_same_run(

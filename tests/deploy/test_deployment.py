@@ -88,10 +88,12 @@ class Started:
 
 
 def correcting_sign_errors(item: dict[str, Any]) -> tuple[str, str] | tuple[str, str, dict[str, Any]]:
-    """The reviewer fixes a negative amount (a sign error of the feed) instead of rejecting the row."""
+    """The reviewer fixes a negative amount (a sign error of the feed) instead of rejecting the row,
+    typing the amount as text, as a form or a CSV-minded client sends it: the decision coerces it
+    to the number the gate reads (issue 21)."""
     amount = item["payload"].get("amount")
     if item["status"] == "quarantined" and isinstance(amount, int | float) and amount < 0:
-        return "correct", "sign error in the feed: the amount is owed, not credited", {"amount": -amount}
+        return "correct", "sign error in the feed: the amount is owed, not credited", {"amount": f"{-amount:.2f}"}
     return reviewer_policy(item)
 
 
@@ -231,6 +233,11 @@ def test_runs_triggered_without_a_logical_date_finish_and_publish_through_object
             " WHERE i.run_id = %s AND t.to_status = 'corrected'", (supplier.run_id,),
         ).fetchall()
     assert status == "published" and float(amount) > 0, (item_id, status, amount)
+    # Sent as text ("467.98"), it was stored and published as a number.
+    with Ledger(stack.databases.ledger_dsn).connect() as conn:
+        [(kind,)] = conn.execute("SELECT jsonb_typeof(payload->'amount') FROM conveyor.items WHERE item_id = %s",
+                                 (item_id,)).fetchall()  # fmt: skip
+    assert kind == "number", kind
     corrected = [r for r in Ledger(stack.databases.ledger_dsn).history(item_id) if r.to_status == "corrected"]
     assert corrected[0].detail["changes"][0]["field"] == "amount", corrected[0].detail
     [report] = [k for k in keys(stack, f"reports/{SUPPLIER}/")
@@ -238,6 +245,9 @@ def test_runs_triggered_without_a_logical_date_finish_and_publish_through_object
     text = stack.s3().get_object(Bucket=stack.options.bucket, Key=report)["Body"].read().decode()
     run_after = stack.run(SUPPLIER, supplier.run_id)["run_after"][:10]
     assert text.startswith(f"# Supplier exceptions {run_after}\n")  # the title's date without a logical date
+    key = item_id.split(":", 1)[1]
+    [line] = [x for x in text.splitlines() if x.startswith(f"| {key} |")]
+    assert f"| {float(amount):,.2f} EUR |" in line, line
     assert supplier.reviewer.signoffs == 1
 
     paid = effects(stack, invoices)

@@ -89,7 +89,10 @@ def answer_problems(declaration: Mapping[str, Any], answer: Any) -> list[tuple[s
     if not isinstance(schema, Mapping) or not schema:
         return []
     if not isinstance(answer, Mapping):
-        return [(None, "there is no answer")]
+        # Name the fields a later step reads (a report needs ai_result.draft), not just "no answer".
+        required = schema.get("required")
+        fields = [str(f) for f in required] if isinstance(required, list) else []
+        return [(f, f"ai_result.{f} is empty") for f in fields] or [(None, "there is no answer")]
     properties = schema.get("properties")
     own = {k: v for k, v in answer.items() if k in properties} if isinstance(properties, Mapping) else dict(answer)
     import jsonschema

@@ -149,10 +149,10 @@ def _pending_blockers(
     if not problems:
         return []
     name = declaration.get("name")
-    field, first = problems[0]
+    field = problems[0][0]
     return [Blocker(
         "no_answer", field,
-        f"the AI step {name!r} gave no usable answer ({first}): write the answer (correct) or send the item "
-        "back to the AI step (retry_ai)",
+        f"the AI step {name!r} gave no usable answer ({'; '.join(p for _, p in problems)}): write the answer "
+        "(correct) or send the item back to the AI step (retry_ai)",
         ("correct", "retry_ai", "reject"),
     )]  # fmt: skip

@@ -238,7 +238,7 @@ def decide_many(
     :param comment: why, recorded as every item's reason.
     :raises InvalidDecision: an action other than approve/reject.
     """
-    from conveyor.review.review_queue import _approval_target
+    from conveyor.review.decisions import approval_target
 
     if action not in BULK_ACTIONS:
         raise InvalidDecision(
@@ -265,9 +265,9 @@ def decide_many(
         if action == "reject":
             target = str(Status.REJECTED)
         elif item.review_target or item.status == Status.QUARANTINED:
-            target = _approval_target(item, (), ledger)
+            target = approval_target(item, (), ledger)
         else:  # routed without a review target: its history says which step to resume after
-            target = _approval_target(item, ledger.history(item.item_id), ledger)
+            target = approval_target(item, ledger.history(item.item_id), ledger)
         groups[(item.workflow, item.status, target)].append(item.item_id)
 
     lost: dict[str, str | None] = {item.item_id: item.status for item in refused}

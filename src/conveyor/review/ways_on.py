@@ -32,7 +32,7 @@ def way_on(
     :param reference: ``done_elsewhere``: where the effect was done.
     :raises InvalidDecision: the action does not apply to this item.
     """
-    from conveyor.review.review_queue import _approval_target
+    from conveyor.review.decisions import approval_target
 
     if action == "retry_ai":
         if item.status != Status.PENDING_REVIEW or not item.review_target:
@@ -53,5 +53,5 @@ def way_on(
         return back, ItemUpdate(reason=comment or f"retry {effect}: clear the effect step of run {item.run_id!r} "
                                 "to try it again", review_target=item.review_target, detail=detail)  # fmt: skip
     detail = {"action": action, "effect": effect, "reference": (reference or "").strip()}
-    target = item.review_target or _approval_target(item, ledger.history(item.item_id), ledger)
+    target = item.review_target or approval_target(item, ledger.history(item.item_id), ledger)
     return target, ItemUpdate(reason=comment or f"{effect} done elsewhere: {detail['reference']}", detail=detail)

@@ -219,6 +219,15 @@ def test_a_refused_effect_cannot_be_approved_into_the_effects_status(rita, ledge
     assert ledger.get(refused_effect[0]).status == "pending_review"
 
 
+def test_a_refused_effect_is_not_corrected_into_the_effects_status(rita, ledger, refused_effect):
+    view = rita.get(item_url(refused_effect[0])).json()
+    assert "correct" not in view["actions"] and view["form"] == []
+    fixed = rita.post(item_url(refused_effect[0], "/decision"),
+                      json={"action": "correct", "changes": {"draft": "Paid by hand."}})  # fmt: skip
+    assert fixed.status_code == 422 and "a correction does not apply" in fixed.json()["detail"], fixed.text
+    assert ledger.get(refused_effect[0]).status == "pending_review"
+
+
 def test_a_refused_effect_is_recorded_done_elsewhere_with_its_reference(rita, ledger, refused_effect):
     bare = rita.post(item_url(refused_effect[0], "/decision"), json={"action": "done_elsewhere"})
     assert bare.status_code == 422 and "reference" in bare.json()["detail"]

@@ -53,6 +53,11 @@ def test_card_fields_share_a_column_when_the_tab_is_narrow(api_server, ledger, a
             panel = frame.locator("#queue-panel").bounding_box()
             reason = frame.locator("#queue tbody tr td.checks").first.bounding_box()
             assert overflow <= 1, (width, overflow)
+            # The search box and its button are whole inside the tab, not clipped at its edge.
+            view_width = frame.evaluate("document.documentElement.clientWidth")
+            for box in ("#search", "#search-form button"):
+                edge = frame.evaluate(f"document.querySelector('{box}').getBoundingClientRect().right")
+                assert edge <= view_width, (width, box, edge, view_width)
             assert reason["x"] + reason["width"] <= panel["x"] + panel["width"] + 1, (width, reason, panel)
             seen[width] = heads
             if width == 1280:  # the empty pairs of a quarantined row are left out of its card

@@ -1,11 +1,10 @@
 """A reviewer in Chromium works a real run of supplier_exceptions while it waits: corrects the
-quarantined negative amount with the editor and rewrites one doubtful AI draft. The run validates
+quarantined negative amount in the correction form and rewrites one doubtful AI draft. The run validates
 the corrected row again, drafts it, and publishes both items with the human values; the scripted
 reviewer decides the rest and the director signs off through Airflow's HITL API."""
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from datetime import UTC, datetime
@@ -66,12 +65,13 @@ class BrowserReviewer(threading.Thread):
         frame.click("#item-head")
         return frame
 
-    def _edit(self, page, frame, edited: dict, shot: str) -> None:
+    def _edit(self, page, frame, field: str, value, shot: str) -> None:
+        """e, the field in the correction form, Enter (as a reviewer corrects one field)."""
         page.keyboard.press("e")
-        frame.wait_for_selector("#editor:not([hidden])")
-        frame.fill("#editor-text", json.dumps(edited))
+        frame.wait_for_selector(f"#editor:not([hidden]) #field-{field}")
+        frame.fill(f"#field-{field}", str(value))
         page.screenshot(path=str(SHOTS / shot))
-        page.keyboard.press("Control+Enter")
+        frame.press(f"#field-{field}", "Enter")
         frame.wait_for_selector("#decision-result.ok:has-text('corrected')")
 
     def _work(self) -> None:
@@ -82,7 +82,7 @@ class BrowserReviewer(threading.Thread):
             [bad] = self._wait("quarantined", lambda i: isinstance(i.payload.get("amount"), (int, float))
                                and i.payload["amount"] < 0)  # fmt: skip
             frame = self._open(page, bad.item_id)
-            self._edit(page, frame, dict(bad.payload, amount=abs(bad.payload["amount"])), "correct-input.png")
+            self._edit(page, frame, "amount", abs(bad.payload["amount"]), "correct-input.png")
             self.corrected = bad.item_id
             # 2. A doubtful draft of the AI step: rewrite it (only the draft changes).
             doubtful = self._wait("pending_review", lambda i: i.item_id != bad.item_id)
@@ -93,7 +93,7 @@ class BrowserReviewer(threading.Thread):
             self.sentence = (f"{row['supplier_name']} reported an exception on {row['po_number']}; rita checked it "
                              "with the supplier by phone.")  # fmt: skip
             frame = self._open(page, target.item_id)
-            self._edit(page, frame, dict(target.ai_result, draft=self.sentence), "edit-draft.png")
+            self._edit(page, frame, "draft", self.sentence, "edit-draft.png")
             page.screenshot(path=str(SHOTS / "after-edits.png"))
 
 

@@ -97,6 +97,17 @@ class BlockerOut(BaseModel):
     actions: list[str]
 
 
+class FormFieldOut(BaseModel):
+    """One field of the correction form: its type, value, and whether a check names it."""
+
+    name: str
+    kind: str
+    value: Any = None
+    choices: list[str] = []
+    failing: bool = False
+    hint: str | None = None
+
+
 class QueueEntryOut(ItemOut):
     waiting_since: datetime
     age_seconds: float
@@ -154,6 +165,8 @@ class ItemViewOut(BaseModel):
     can_decide: bool
     #: what stands in the way of approving it as it is (empty: an approval may go ahead)
     blockers: list[BlockerOut] = []
+    #: the fields a correction may change (the page's form; empty: no correction applies)
+    form: list[FormFieldOut] = []
 
 
 class SearchOut(BaseModel):
@@ -312,6 +325,7 @@ def create_router() -> APIRouter:
             last_decision=TransitionOut.of(view.last_decision) if view.last_decision else None,
             can_decide=view.awaiting_review and workflow in permitted_workflows(user, [workflow], "PUT"),
             blockers=[BlockerOut(**b.as_json()) for b in view.blockers],
+            form=[FormFieldOut(**f.as_json()) for f in view.form],
         )
 
     @router.post(

@@ -179,7 +179,7 @@ class QueueDecisions:
         from conveyor.review.coercion import coerce_changes
         from conveyor.review.corrections import merge_changes
 
-        found = _quarantine_detail(self.ledger.history(item.item_id))
+        found = quarantine_detail(self.ledger.history(item.item_id))
         field = found.get("field") if found.get("field") in ("payload", "ai_result") else "payload"
         current = item.payload if field == "payload" else item.ai_result
         contract = found.get("contract") if isinstance(found.get("contract"), Mapping) else None
@@ -196,9 +196,15 @@ class QueueDecisions:
     ) -> tuple[str, ItemUpdate]:
         """A pending item's AI answer corrected: checked like a model's answer, then approved onward."""
         from conveyor.review.ai_answers import check_answer
+        from conveyor.review.blockers import blockers_of
         from conveyor.review.coercion import check_values
         from conveyor.review.corrections import merge_changes
 
+        # A corrected answer resumes the chain like an approval: for a refused effect that would be
+        # the effect's status without the effect.
+        for blocker in blockers_of(self.ledger, [item]).get(item.item_id, []):
+            if blocker.code == "effect_refused":
+                raise InvalidDecision(f"item {item.item_id!r}: {blocker.need}; a correction does not apply")
         check_values(changes)
         history = self.ledger.history(item.item_id)
         merged, diff = merge_changes(item.ai_result, changes, what="the AI result")
@@ -264,7 +270,7 @@ def last_decision(history: Sequence[TransitionRecord]) -> TransitionRecord | Non
     return None
 
 
-def _quarantine_detail(history: Sequence[TransitionRecord]) -> dict[str, Any]:
+def quarantine_detail(history: Sequence[TransitionRecord]) -> dict[str, Any]:
     """What the latest move to ``quarantined`` recorded (the gate, its suite, the field it read)."""
     for record in reversed(history):
         if record.to_status == Status.QUARANTINED:

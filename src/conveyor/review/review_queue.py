@@ -24,6 +24,7 @@ from conveyor.ledger.store import Item, TransitionRecord
 from conveyor.review.blockers import Blocker, blockers_of
 from conveyor.review.cards import CardField, card_of, priority_sql
 from conveyor.review.decisions import Action, DecisionResult, QueueDecisions, approval_target, last_decision
+from conveyor.review.form_fields import FormField, form_of
 from conveyor.workflow import Workflow
 
 __all__ = ["MAX_PAGE", "Action", "DecisionResult", "ItemView", "QueueEntry", "QueuePage", "ReviewQueue", "page_sql"]
@@ -91,6 +92,8 @@ class ItemView:
     last_decision: TransitionRecord | None
     #: what stands in the way of approving it as it is (empty: an approval may go ahead)
     blockers: list[Blocker] = field(default_factory=list)
+    #: the fields a correction may change, typed, the failing ones marked (empty: no correction)
+    form: list[FormField] = field(default_factory=list)
 
 
 class ReviewQueue(QueueDecisions):
@@ -184,13 +187,15 @@ class ReviewQueue(QueueDecisions):
         if awaiting:
             blockers = blockers_of(self.ledger, [item]).get(item_id, [])
             actions = [Action.APPROVE, Action.REJECT]
-            if item.status in (Status.QUARANTINED, Status.PENDING_REVIEW):
+            refused = any(b.code == "effect_refused" for b in blockers)
+            if item.status in (Status.QUARANTINED, Status.PENDING_REVIEW) and not refused:
                 actions.append(Action.CORRECT)
             for extra in dict.fromkeys(a for b in blockers for a in b.actions):
                 if extra not in actions:
                     actions.append(Action(extra))
             approve_to = approval_target(item, history, self.ledger)
-        return ItemView(item, history, awaiting, actions, approve_to, last_decision(history), blockers)
+        form = form_of(self.ledger, item, history, blockers) if Action.CORRECT in actions else []
+        return ItemView(item, history, awaiting, actions, approve_to, last_decision(history), blockers, form)
 
     def blockers(self, items: Sequence[Item]) -> dict[str, builtins.list[Blocker]]:
         """Item id -> what stands in the way of approving it as it is (for a page of the queue)."""

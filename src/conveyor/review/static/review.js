@@ -105,7 +105,23 @@
       default: return el("span", typeof v === "object" ? JSON.stringify(v) : String(v));
     }
   }
-  const statusNode = (s) => el("span", String(s).replace(/_/g, " "), "status status-" + String(s).replace(/[^a-z_]/g, ""));
+  // Statuses as a reviewer reads them (the ledger's names are for the code and the CLI); a
+  // workflow's own statuses read as their words.
+  const STATUS_WORDS = {
+    quarantined: "held by the input checks", pending_review: "waiting for a person", corrected: "corrected, to be checked again",
+    received: "received", validated: "checked, going on to the next step", ai_processed: "answered by the AI step",
+    approved: "approved", published: "published", rejected: "rejected", failed: "failed", cancelled: "cancelled",
+  };
+  const statusWords = (s) => STATUS_WORDS[s] || String(s).replace(/_/g, " ");
+  // After a decision: the status name the CLI and the history use (to look it up), in words too.
+  const statusOf = (s) => (statusWords(s) === s ? s : s + " (" + statusWords(s) + ")");
+  const statusNode = (s, named) => {
+    const node = el("span", named ? statusOf(s) : statusWords(s), "status status-" + String(s).replace(/[^a-z_]/g, ""));
+    node.title = String(s);
+    return node;
+  };
+  // A check's message without the validation library's rule name (expect_column_values_to_...: ).
+  const plain = (text) => String(text || "").replace(/\bexpect_[a-z0-9_]+:\s*/g, "").trim();
   const claimText = (c) => (c.mine ? "you are reviewing it" : "being reviewed by " + c.reviewer);
 
   function syncUrl() {
@@ -263,7 +279,7 @@
         line.appendChild(age);
         td.appendChild(line);
         const checks = item.checks && item.checks.length ? item.checks : [item.reason || ""];
-        for (const text of checks) td.appendChild(el("div", text));
+        for (const text of checks) td.appendChild(el("div", plain(text)));
         if (single && !state.compact) {
           for (const field of item.card || []) {
             if (field.kind === "long" && field.value) td.appendChild(el("div", field.label + ": " + field.value, "long"));
@@ -333,9 +349,11 @@
         last_decision: null, can_decide: state.canDecide.get(listed.workflow) === true, blockers: listed.blockers || [],
       });
     }
-    claim(itemId);
+    // Only an item on the queue is claimed: opening a decided one (from search, a link) claims nothing.
+    if (listed) claim(itemId);
     const loaded = fetchView(itemId).then((view) => {
       state.canDecide.set(view.item.workflow, view.can_decide || state.canDecide.get(view.item.workflow) === true);
+      if (!listed && view.awaiting_review && view.can_decide && state.current === itemId) claim(itemId);
       if (state.current === itemId) renderItem(view);
     }).catch((err) => {
       if (state.current !== itemId) return;
@@ -362,6 +380,11 @@
   }
 
   function setResult(id, text, kind) {
+    // A key refused while this decision was saving stays said once the decision lands.
+    if (kind === "ok" && state.refusedDuringSave) {
+      text += " A key pressed while it was saving was not applied: press it again.";
+      state.refusedDuringSave = false;
+    }
     $(id).textContent = text;
     $(id).className = kind || "";
     $(id).dataset.fromView = "";
@@ -376,17 +399,23 @@
     const listed = state.items.find((i) => i.item_id === item.item_id);
     const checks = $("item-checks");
     clear(checks);
-    for (const text of (listed && listed.checks && listed.checks.length ? listed.checks : [item.reason || "(no reason recorded)"])) checks.appendChild(el("li", text));
+    for (const text of (listed && listed.checks && listed.checks.length ? listed.checks : [plain(item.reason) || "(no reason recorded)"])) checks.appendChild(el("li", plain(text)));
     const fields = $("item-fields");
     clear(fields);
     const rows = [["Status", item.status], ["Workflow", inRun ? null : item.workflow], ["Run", inRun ? null : item.run_id]];
-    for (const field of (listed && listed.card) || []) rows.push([field.label, field]);
+    const card = (listed && listed.card) || [];
+    for (const field of card) if (hasValue(field)) rows.push([field.label, field]);  // an empty field says nothing
+    // Confidence once: the card shows it when the workflow put it there.
+    const onCard = card.some((f) => f.path === "confidence" || f.path === "item.confidence");
+    const shownChecks = (listed && listed.checks) || [item.reason || ""];
+    const lastError = plain(item.last_error);
     rows.push(
-      ["Confidence", item.confidence === null ? null : Number(item.confidence).toFixed(3)],
-      ["Approval moves it to", view.approve_to], ["Last error", item.last_error],
+      ["Confidence", onCard || item.confidence === null ? null : Math.round(Number(item.confidence) * 100) + "%"],
+      ["Approve sends it on as", view.approve_to ? statusWords(view.approve_to) : null],
+      ["Last error", !lastError || shownChecks.some((c) => plain(c) && lastError.indexOf(plain(c)) >= 0) || lastError === plain(item.reason) ? null : lastError],
       ["Attempts", item.attempts], ["Waiting since", formatTime(item.updated_at)],
     );
-    if (view.last_decision) rows.push(["Last decision", view.last_decision.actor + " (" + view.last_decision.to_status + ", " + formatTime(view.last_decision.at) + ")"]);
+    if (view.last_decision) rows.push(["Last decision", view.last_decision.actor + " (" + statusWords(view.last_decision.to_status) + ", " + formatTime(view.last_decision.at) + ")"]);
     for (const [name, value] of rows) {
       if (value === null || value === undefined || value === "") continue;
       fields.appendChild(el("dt", name));
@@ -410,7 +439,7 @@
     if (!view.history) history.appendChild(el("tr")).appendChild(el("td", "loading…", "muted"));
     for (const r of view.history || []) {
       const row = document.createElement("tr");
-      for (const text of [shortTime(r.at), r.from_status || "(new)", r.to_status, r.actor, r.reason || ""]) row.appendChild(el("td", text));
+      for (const text of [shortTime(r.at), r.from_status ? statusWords(r.from_status) : "(new)", statusWords(r.to_status), r.actor, plain(r.reason)]) row.appendChild(el("td", text));
       history.appendChild(row);
     }
     $("decision").hidden = !view.can_decide;
@@ -423,6 +452,12 @@
       : view.approve_to ? "moves the item to " + view.approve_to : "";
     $("approve-blocked").hidden = !blockers.length;
     $("approve-blocked").textContent = blockers.length ? "Approve is off: " + needs : "";
+    // The ways on a blocked item takes instead (known from the item's own answer).
+    const actions = view.history ? view.actions || [] : blockers.flatMap((b) => b.actions);
+    $("edit").hidden = actions.indexOf("correct") < 0 && Boolean(view.history);
+    $("retry-ai").hidden = actions.indexOf("retry_ai") < 0;
+    $("retry-effect").hidden = actions.indexOf("retry_effect") < 0;
+    $("done-elsewhere").hidden = actions.indexOf("done_elsewhere") < 0;
     // What the user may do is known from the item's own answer only (not from its queue row).
     if (view.history) {
       if ($("decision-result").dataset.fromView) setResult("decision-result", "");
@@ -440,7 +475,8 @@
   async function decideCurrent(action, comment, started) {
     const itemId = state.current;
     const index = state.items.findIndex((i) => i.item_id === itemId);
-    if (!itemId || state.busy) return;
+    if (!itemId) return;
+    if (refusedWhileBusy()) return;
     if (action === "approve" && $("approve").disabled) {
       setResult("decision-result", "Not applied: " + $("approve-blocked").textContent, "error");
       return;
@@ -464,8 +500,12 @@
       dropItem(itemId);
       if (state.items.length) await openAt(Math.min(Math.max(index, 0), state.items.length - 1));
       else showEmpty();
-      if (refused) setResult("decision-result", "Not applied to " + itemId + ": " + (refused.decided_by ? "already decided by " + refused.decided_by : "not awaiting review") + " (it is " + refused.status + ").", "error");
-      else setResult("decision-result", itemId + " " + (action === "approve" ? "approved" : "rejected") + ": now " + done.decided[0].to_status + ".", "ok");
+      if (refused) setResult("decision-result", "Not applied to " + itemId + ": " + (refused.decided_by ? "already decided by " + refused.decided_by : "not awaiting review") + " (it is " + statusWords(refused.status) + ").", "error");
+      else {
+        setResult("decision-result", itemId + " " + (action === "approve" ? "approved" : "rejected") + ": now " + statusOf(done.decided[0].to_status) + ".", "ok");
+        if (action === "reject") rememberReason(text);
+        offerUndo(itemId);
+      }
       state.busy = false;
       metrics.decisions.push({ item: itemId, action: action, ms: performance.now() - t0 });
       scheduleRefill();
@@ -475,6 +515,79 @@
     } finally {
       state.busy = false;
     }
+  }
+
+  // A key pressed while a decision is being saved is refused where the reviewer looks, never dropped.
+  function refusedWhileBusy() {
+    if (!state.busy) return false;
+    metrics.refused = (metrics.refused || 0) + 1;
+    state.refusedDuringSave = true;
+    setResult("decision-result", "Still saving the last decision: nothing was applied, press the key again in a moment.", "error");
+    return true;
+  }
+
+  // Undo: the reviewer's own last decision, while the item has not moved on (the server checks both).
+  function offerUndo(itemId) {
+    state.lastDecided = itemId;
+    $("undo").hidden = false;
+    $("undo").title = "take back your decision on " + itemId;
+  }
+  async function undoLast() {
+    const itemId = state.lastDecided;
+    if (!itemId || refusedWhileBusy()) return;
+    state.busy = true;
+    try {
+      const done = await post(itemPath(itemId) + "/decision", { action: "undo" });
+      state.lastDecided = null;
+      $("undo").hidden = true;
+      state.decided.delete(itemId);
+      state.views.delete(itemId);
+      await openItem(itemId);
+      setResult("decision-result", "Undone: " + itemId + " is " + statusWords(done.to_status) + " again.", "ok");
+      loadQueue();
+    } catch (err) {
+      setResult("decision-result", "Not undone: " + err.message, "error");
+    } finally {
+      state.busy = false;
+    }
+  }
+
+  // The ways on for a blocked item: retry_ai, retry_effect, done_elsewhere (with a reference).
+  async function wayOn(action, reference) {
+    const itemId = state.current;
+    if (!itemId || refusedWhileBusy() || $(action === "retry_ai" ? "retry-ai" : action === "retry_effect" ? "retry-effect" : "done-elsewhere").hidden) return;
+    const index = state.items.findIndex((i) => i.item_id === itemId);
+    state.busy = true;
+    try {
+      const body = { action: action, comment: $("comment").value || null };
+      if (reference) body.reference = reference;
+      const done = await post(itemPath(itemId) + "/decision", body);
+      $("comment").value = "";
+      state.views.delete(itemId);
+      state.decided.add(itemId);
+      dropItem(itemId);
+      if (state.items.length) await openAt(Math.min(Math.max(index, 0), state.items.length - 1));
+      else showEmpty();
+      const words = { retry_ai: "sent back to the AI step", retry_effect: "sent back to be tried again", done_elsewhere: "recorded as done elsewhere" };
+      setResult("decision-result", itemId + " " + words[action] + ": now " + statusOf(done.to_status) + ".", "ok");
+      offerUndo(itemId);
+      scheduleRefill();
+    } catch (err) {
+      setResult("decision-result", "Not applied: " + err.message, "error");
+    } finally {
+      state.busy = false;
+    }
+  }
+
+  // d: the item's details (data, source row, history) brought into view in turn, no scrolling.
+  function nextDetails() {
+    const parts = Array.from(document.querySelectorAll("#item-body .details")).filter((n) => !n.hidden);
+    if (!parts.length || $("item-body").hidden) return;
+    state.detailsAt = ((state.detailsAt === undefined ? -1 : state.detailsAt) + 1) % parts.length;
+    // Just below the sticky decision bar (scrollIntoView would tuck the section under it).
+    const panel = $("item-panel");
+    const under = $("decision").hidden ? panel.getBoundingClientRect().top : $("decision").getBoundingClientRect().bottom;
+    panel.scrollTop += parts[state.detailsAt].getBoundingClientRect().top - under - 6;
   }
 
   function dropItem(itemId) {
@@ -503,17 +616,30 @@
 
   // -- corrections (e) ------------------------------------------------------------------------
 
+  // e: the item's fields as a form (typed inputs, the failing field focused with its text selected);
+  // the JSON of the data stays one click away for what a form cannot say.
   async function openEditor() {
     if (!state.current) return;
     const view = await fetchView(state.current);
-    if (!view.can_decide) return;
+    if (!view.can_decide || (view.actions || []).indexOf("correct") < 0) return;
     const quarantined = view.item.status === "quarantined";
+    // The data the form covers (a gate over extracted fields corrects the AI result, not the payload).
+    const data = (view.form || []).length ? Object.fromEntries(view.form.map((f) => [f.name, f.value]))
+      : quarantined ? view.item.payload : view.item.ai_result || {};
     $("editor").hidden = false;
     $("editor").dataset.kind = quarantined ? "payload" : "ai_result";
-    $("editor-label").textContent = quarantined ? "Corrected payload (JSON object)" : "Corrected model answer (JSON object)";
-    $("editor-text").value = JSON.stringify(quarantined ? view.item.payload : view.item.ai_result || {}, null, 2);
+    $("editor-label").textContent = quarantined ? "Correct the input" : "Correct the AI step's answer";
+    $("editor-text").value = JSON.stringify(data, null, 2);
+    state.editorData = data;
+    state.editorFields = view.form || [];
+    const focus = ConveyorForm.build($("editor-form"), state.editorFields);
+    $("editor-json").open = !state.editorFields.length;
     setResult("editor-result", "");
-    $("editor-text").focus();
+    const target = $("editor-json").open ? $("editor-text") : focus;
+    if (target) {
+      target.focus();
+      if (target.select) target.select();
+    }
   }
 
   // Closing the editor gives the keys back to the queue.
@@ -531,32 +657,40 @@
     return changed;
   }
 
-  async function submitCorrection() {
+  async function submitCorrection(fromJson) {
     const itemId = state.current;
-    const view = await fetchView(itemId);
-    const kind = $("editor").dataset.kind;
-    let edited;
-    try {
-      edited = JSON.parse($("editor-text").value);
-      if (!edited || typeof edited !== "object" || Array.isArray(edited)) throw new Error("it must be a JSON object");
-    } catch (e) {
-      setResult("editor-result", "Not valid JSON: " + e.message, "error");
-      return;
-    }
-    const changed = changedFields(kind === "payload" ? view.item.payload : view.item.ai_result, edited);
+    if (refusedWhileBusy()) return;
+    let changed;
+    if (fromJson) {
+      let edited;
+      try {
+        edited = JSON.parse($("editor-text").value);
+        if (!edited || typeof edited !== "object" || Array.isArray(edited)) throw new Error("it must be a JSON object");
+      } catch (e) {
+        setResult("editor-result", "Not valid JSON: " + e.message, "error");
+        return;
+      }
+      changed = changedFields(state.editorData, edited);
+    } else changed = ConveyorForm.changes($("editor-form"), state.editorFields || []);
     if (!Object.keys(changed).length) { setResult("editor-result", "Nothing changed.", "error"); return; }
     const body = { action: "correct", comment: $("comment").value || null, changes: changed };
+    state.busy = true;
+    setResult("editor-result", "Saving…");
     try {
       const done = await post(itemPath(itemId) + "/decision", body);
+      state.busy = false;
       closeEditor();
       state.views.delete(itemId);
       const index = state.items.findIndex((i) => i.item_id === itemId);
       dropItem(itemId);
       if (state.items.length) await openAt(Math.min(Math.max(index, 0), state.items.length - 1));
-      setResult("decision-result", itemId + " corrected: now " + done.to_status + ".", "ok");
+      setResult("decision-result", itemId + " corrected: now " + statusOf(done.to_status) + ".", "ok");
+      offerUndo(itemId);
       scheduleRefill();
     } catch (err) {
       setResult("editor-result", "The correction was not applied: " + err.message, "error");
+    } finally {
+      state.busy = false;
     }
   }
 
@@ -639,11 +773,34 @@
     if (then) then();
   }
 
+  // Recent reject reasons (this browser's, newest first) are offered by number: r, 1, Enter.
+  const REASONS_KEY = "conveyor-review-reasons";
+  function recentReasons() {
+    try { return JSON.parse(window.localStorage.getItem(REASONS_KEY) || "[]").filter((r) => typeof r === "string"); } catch (e) { return []; }
+  }
+  function rememberReason(text) {
+    const reason = (text || "").trim();
+    if (!reason) return;
+    const kept = [reason].concat(recentReasons().filter((r) => r !== reason)).slice(0, 9);
+    try { window.localStorage.setItem(REASONS_KEY, JSON.stringify(kept)); } catch (e) { /* private mode: no memory */ }
+  }
+
   let reasonThen = null;
-  function askReason(title, then) {
+  let reasonsOffered = [];
+  function askReason(title, then, options) {
+    const opts = options || {};
     reasonThen = then;
     $("reason-title").textContent = title;
-    $("reason-text").value = $("comment").value;
+    $("reason-text").value = opts.reference ? "" : $("comment").value;
+    $("reason-text").placeholder = opts.reference ? "where it was done: a payment id, a ticket" : "the reason (recorded in the history)";
+    $("reason-ok").textContent = opts.ok || "Reject";
+    $("reason-ok").className = opts.reference ? "correct" : "reject";
+    reasonsOffered = opts.reference ? [] : recentReasons();
+    const list = $("recent-reasons");
+    clear(list);
+    for (const reason of reasonsOffered) list.appendChild(el("li", reason));
+    list.hidden = !reasonsOffered.length;
+    $("reason-hint").hidden = Boolean(opts.reference);
     $("reason-dialog").showModal();
     $("reason-text").focus();
   }
@@ -654,6 +811,22 @@
     reasonThen = null;
     $("reason-dialog").close();
     if (then) then(text);
+  }
+
+  function askBulkReject() {
+    const n = state.allMatching ? (state.page ? state.page.total : 0) : state.picked.size;
+    if (!n) {
+      const box = $("bulk-result");
+      box.className = "error";
+      box.textContent = "Nothing selected: press x on the items to reject (or click All matching) first; r rejects the open item.";
+      return;
+    }
+    askReason("Reject " + $("bulk-count").textContent + ": why?", (why) => { rememberReason(why); decideBulk("reject", why); });
+  }
+  function askDoneElsewhere() {
+    if (!state.current || $("done-elsewhere").hidden) return;
+    askReason("Done elsewhere: where was " + state.current + "'s effect done?", (reference) => wayOn("done_elsewhere", reference),
+      { reference: true, ok: "Record it" });
   }
 
   function onKey(event) {
@@ -668,9 +841,14 @@
       a: () => decideCurrent("approve", undefined, started),
       r: () => state.current && askReason("Reject " + state.current + ": why?", (why) => decideCurrent("reject", why)),
       e: () => openEditor(),
+      i: () => wayOn("retry_ai"),
+      y: () => wayOn("retry_effect"),
+      w: () => askDoneElsewhere(),
+      u: () => undoLast(),
+      d: () => nextDetails(),
       x: () => state.items[state.cursor] && togglePick(state.items[state.cursor].item_id),
       A: () => confirmBulk("approve", () => decideBulk("approve")),
-      R: () => askReason("Reject " + ($("bulk-count").textContent) + ": why?", (why) => decideBulk("reject", why)),
+      R: () => askBulkReject(),
       "?": () => $("help-dialog").showModal(),
       "/": () => $("search").focus(),
     };
@@ -700,7 +878,7 @@
         const link = el("a", item.item_id);
         link.href = "#";
         link.addEventListener("click", (event) => { event.preventDefault(); openItem(item.item_id); });
-        entry.append(link, document.createTextNode(" is "), statusNode(item.status),
+        entry.append(link, document.createTextNode(" is "), statusNode(item.status, true),
           document.createTextNode(" in run " + item.run_id + ", since " + formatTime(item.updated_at)));
         list.appendChild(entry);
       }
@@ -715,6 +893,16 @@
 
   document.addEventListener("DOMContentLoaded", () => {
     document.body.classList.toggle("in-run", inRun);
+    // A status in the URL the queue does not have: say so and show every status, keeping the
+    // workflow and run the URL names (a typo must not lose the reviewer's place).
+    const statuses = Array.from($("filter-status").options).map((o) => o.value);
+    if (statuses.indexOf(state.status) < 0) {
+      const box = $("bulk-result");
+      box.className = "error";
+      box.textContent = "There is no status \u201c" + state.status + "\u201d on the queue (use " + statuses.filter(Boolean).map(statusWords).join(" or ") + "): showing every status.";
+      state.status = "";
+      syncUrl();
+    }
     $("filter-status").value = state.status;
     $("filter-run").value = state.runId;
     $("filters").addEventListener("submit", (event) => {
@@ -737,21 +925,38 @@
     $("approve").addEventListener("click", () => decideCurrent("approve"));
     $("reject").addEventListener("click", () => askReason("Reject " + state.current + ": why?", (why) => decideCurrent("reject", why)));
     $("edit").addEventListener("click", () => openEditor());
-    $("editor-save").addEventListener("click", () => submitCorrection());
+    $("editor-save").addEventListener("click", () => submitCorrection($("editor-json").open));
     $("editor-cancel").addEventListener("click", () => closeEditor());
     $("editor-text").addEventListener("keydown", (e) => {
-      if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); submitCorrection(); }
+      if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); submitCorrection(true); }
       if (e.key === "Escape") { e.preventDefault(); closeEditor(); }
     });
+    $("editor-form").addEventListener("submit", (e) => { e.preventDefault(); submitCorrection(false); });
+    $("editor-form").addEventListener("keydown", (e) => {
+      if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); submitCorrection(false); }
+      if (e.key === "Escape") { e.preventDefault(); closeEditor(); }
+    });
+    $("retry-ai").addEventListener("click", () => wayOn("retry_ai"));
+    $("retry-effect").addEventListener("click", () => wayOn("retry_effect"));
+    $("done-elsewhere").addEventListener("click", () => askDoneElsewhere());
+    $("undo").addEventListener("click", () => undoLast());
     $("reason-form").addEventListener("submit", (e) => { e.preventDefault(); confirmReason(); });
-    $("reason-text").addEventListener("keydown", (e) => { if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); confirmReason(); } });
+    $("reason-text").addEventListener("keydown", (e) => {
+      if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); confirmReason(); return; }
+      // A digit in an empty reason picks that recent reason (typed after other text, it is text).
+      const n = Number(e.key);
+      if (/^[1-9]$/.test(e.key) && !$("reason-text").value.trim() && reasonsOffered[n - 1]) {
+        e.preventDefault();
+        $("reason-text").value = reasonsOffered[n - 1];
+      }
+    });
     $("reason-cancel").addEventListener("click", () => { reasonThen = null; $("reason-dialog").close(); });
     $("help-button").addEventListener("click", () => $("help-dialog").showModal());
     $("select-all-matching").addEventListener("click", () => { state.allMatching = true; renderBulk(); });
     $("bulk-approve").addEventListener("click", () => confirmBulk("approve", () => decideBulk("approve")));
     $("confirm-form").addEventListener("submit", (e) => { e.preventDefault(); confirmed(); });
     $("confirm-cancel").addEventListener("click", () => { confirmThen = null; $("confirm-dialog").close(); });
-    $("bulk-reject").addEventListener("click", () => askReason("Reject " + $("bulk-count").textContent + ": why?", (why) => decideBulk("reject", why)));
+    $("bulk-reject").addEventListener("click", () => askBulkReject());
     $("bulk-clear").addEventListener("click", () => { state.picked.clear(); state.allMatching = false; renderQueue(); });
     document.addEventListener("keydown", onKey);
     let resizing = 0;

@@ -322,3 +322,22 @@ def test_the_cli_undoes_its_own_approval(ledger, gated):
     assert done.returncode == 0, done.stderr
     assert ledger.get(gated[3]).status == "quarantined"
     assert ledger.history(gated[3])[-1].detail["action"] == "undo"
+
+
+# -- the correction form (issue 26) ------------------------------------------------------------------
+
+
+def test_the_item_view_carries_a_typed_correction_form_with_the_failing_field(rita, ledger, gated, unanswered):
+    view = rita.get(item_url(gated[4])).json()
+    form = {f["name"]: f for f in view["form"]}
+    assert view["form"][0]["name"] == "amount" and len(form) == 10  # the failing field first, then the others
+    assert form["amount"]["kind"] == "number" and form["amount"]["failing"] and form["amount"]["value"] == "12,50"
+    assert [n for n, f in form.items() if f["failing"]] == ["amount"]
+    date = form["exception_date"]
+    assert date["kind"] == "date" and date["hint"] == "a date in the form YYYY-MM-DD"
+    assert form["supplier_name"] == {"name": "supplier_name", "kind": "text", "value": "Acme", "choices": [],
+                                     "failing": False, "hint": None}  # fmt: skip
+    assert {f["name"]: f["failing"] for f in rita.get(item_url(gated[2])).json()["form"]}["supplier_id"] is True
+    # An AI answer's form comes from the AI step's stored output schema; the blocked fields fail.
+    answer = {f["name"]: f for f in rita.get(item_url(unanswered[0])).json()["form"]}
+    assert set(answer) == {"category", "draft"} and answer["draft"]["failing"] and answer["category"]["failing"]

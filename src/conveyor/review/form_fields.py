@@ -78,6 +78,7 @@ def form_of(
 
 
 def _input_form(item: Item, history: Sequence[TransitionRecord], named: set[str]) -> list[FormField]:
+    from conveyor.gate.suites import human_format
     from conveyor.review.decisions import quarantine_detail
 
     detail = quarantine_detail(history)
@@ -90,13 +91,15 @@ def _input_form(item: Item, history: Sequence[TransitionRecord], named: set[str]
         if isinstance(check, Mapping) and check.get("column"):
             failing.add(str(check["column"]))
     fields = []
-    for name in dict.fromkeys([*columns, *data]):  # the contract's order (the file's), then any others
+    for name in dict.fromkeys([*data, *columns]):
         column = columns.get(name) if isinstance(columns.get(name), Mapping) else {}
         value = data.get(name)
         kind = _GATE_KINDS.get(str(column.get("type")), "long" if _is_long(value) else "text")
-        hint = f"a date in the form {column['format']}" if kind == "date" and column.get("format") else None
+        dated = kind == "date" and column.get("format")
+        hint = f"a date in the form {human_format(str(column['format']))}" if dated else None
         fields.append(FormField(name, kind, value, failing=name in failing, hint=hint))
-    return fields
+    # The failing fields first (the stored contract, in jsonb, no longer knows the file's order).
+    return sorted(fields, key=lambda f: not f.failing)
 
 
 def _answer_form(item: Item, declaration: Mapping[str, Any], named: set[str]) -> list[FormField]:
@@ -106,6 +109,8 @@ def _answer_form(item: Item, declaration: Mapping[str, Any], named: set[str]) ->
         return []
     answer = item.ai_result if isinstance(item.ai_result, Mapping) else {}
     reason = item.reason or ""
+    if not answer:  # no answer at all: every field the schema requires is to be written
+        named = named | {str(f) for f in schema.get("required") or ()}
     fields = []
     for name, spec in properties.items():
         spec = _resolved(spec, schema)

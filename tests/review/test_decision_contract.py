@@ -341,3 +341,11 @@ def test_the_item_view_carries_a_typed_correction_form_with_the_failing_field(ri
     # An AI answer's form comes from the AI step's stored output schema; the blocked fields fail.
     answer = {f["name"]: f for f in rita.get(item_url(unanswered[0])).json()["form"]}
     assert set(answer) == {"category", "draft"} and answer["draft"]["failing"] and answer["category"]["failing"]
+
+
+def test_a_decided_item_is_not_claimed(rita, ledger, gated):
+    assert rita.post(item_url(gated[3], "/claim"), json={}).status_code == 200  # on the queue: claimed
+    rita.post(item_url(gated[2], "/decision"), json={"action": "reject", "comment": "no supplier"})
+    late = rita.post(item_url(gated[2], "/claim"), json={})
+    assert late.status_code == 409 and late.json()["detail"]["code"] == "not_awaiting_review", late.text
+    assert late.json()["detail"]["status"] == "rejected"

@@ -10,7 +10,8 @@
   the runs' review steps at once. 403 when the user may not decide on one of the workflows named.
 * ``POST   /items/{item_id}/claim``: claim an item while reviewing it (``[conveyor]
   review_claim_minutes``); renewing one's own claim is fine. 409 ``claimed`` naming the holder
-  when another reviewer holds it: the claim is advice only, that reviewer may still decide.
+  when another reviewer holds it: the claim is advice only, that reviewer may still decide;
+  409 ``not_awaiting_review`` for an item no longer on the queue (nothing to claim).
 * ``DELETE /items/{item_id}/claim``: release one's own claim.
 * ``GET    /source/{item_id}``: the input row(s) the gate read for the item and what failed.
 
@@ -25,11 +26,12 @@ from fastapi import APIRouter, Depends, HTTPException, status
 from pydantic import BaseModel, Field
 
 from conveyor.ledger.errors import UnknownItem
+from conveyor.ledger.statuses import REVIEW_STATUSES
 from conveyor.review.api import BlockerOut, ClaimOut, QueueDep, conflict, require_json, workflow_of
 from conveyor.review.auth import CurrentUser, permitted_workflows, require_dag_access
 from conveyor.review.bulk import BULK_ACTIONS, QueueFilter
 from conveyor.review.claims import ClaimHeld, ReviewClaims
-from conveyor.review.errors import InvalidDecision
+from conveyor.review.errors import InvalidDecision, NotAwaitingReview
 
 #: Most item ids one call may name.
 MAX_IDS = 5_000
@@ -128,10 +130,16 @@ def create_router() -> APIRouter:
         """Claim an item while reviewing it (or renew one's own claim); only reviewers who may decide."""
         require_dag_access(user, workflow_of(item_id), "PUT")
         try:
-            queue.ledger.get(item_id)
+            item = queue.ledger.get(item_id)
+            if item.status not in REVIEW_STATUSES:
+                # A decided item (opened from a link or a search) is read, not claimed: a claim
+                # would tell others someone is on an item nobody needs to look at.
+                raise NotAwaitingReview(item_id, item.status)
             held = ReviewClaims(queue.ledger).claim(item_id, user.get_name())
         except UnknownItem as exc:
             raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None
+        except NotAwaitingReview as exc:
+            raise conflict("not_awaiting_review", exc, status=exc.status) from None
         except ClaimHeld as exc:
             held = exc.claim
             raise conflict(

@@ -116,9 +116,10 @@ def test_run_tab_shows_the_work_full_width_and_decides_by_keyboard(api_server: A
         frame.wait_for_selector(f"#item-body[data-loaded='{quarantined}']")
         page.keyboard.press("e")
         frame.wait_for_selector("#editor:not([hidden])")
-        edited = dict(ledger.get(quarantined).payload, supplier="Stark Parts Ltd")
-        frame.fill("#editor-text", json.dumps(edited))
-        page.keyboard.press("Control+Enter")
+        # The item's fields as a form: the supplier typed over, Enter saves; the other fields (a
+        # list of lines among them) stay as they were and are not sent.
+        frame.fill("#field-supplier", "Stark Parts Ltd")
+        frame.press("#field-supplier", "Enter")
         frame.wait_for_selector(f"#decision-result.ok:has-text('{quarantined} corrected')")
         assert sent[-1] == {"action": "correct", "comment": None, "changes": {"supplier": "Stark Parts Ltd"}}
         assert ledger.get(quarantined).status == "corrected"  # merged; the run's review step gates it again

@@ -35,7 +35,8 @@ class FormField:
     """One field of the correction form.
 
     :param name: the field's name in the item's data.
-    :param kind: ``number``, ``integer``, ``date``, ``choice``, ``long`` or ``text``.
+    :param kind: ``number``, ``integer``, ``date``, ``choice``, ``long``, ``text`` or ``json`` (a
+        list, an object or a boolean, edited as JSON).
     :param value: its current value.
     :param choices: the values a ``choice`` takes.
     :param failing: a check or a blocker names this field (the page focuses the first one).
@@ -94,7 +95,7 @@ def _input_form(item: Item, history: Sequence[TransitionRecord], named: set[str]
     for name in dict.fromkeys([*data, *columns]):
         column = columns.get(name) if isinstance(columns.get(name), Mapping) else {}
         value = data.get(name)
-        kind = _GATE_KINDS.get(str(column.get("type")), "long" if _is_long(value) else "text")
+        kind = _GATE_KINDS.get(str(column.get("type"))) or _kind_of(value)
         dated = kind == "date" and column.get("format")
         hint = f"a date in the form {human_format(str(column['format']))}" if dated else None
         fields.append(FormField(name, kind, value, failing=name in failing, hint=hint))
@@ -146,6 +147,20 @@ def _answer_kind(spec: Mapping[str, Any], value: Any) -> str:
     if _is_long(value) or any(w in str(spec.get("description") or "").lower() for w in long_words):
         return "long"
     return "text"
+
+
+def _kind_of(value: Any) -> str:
+    """A field the contract does not type, by its value: a number stays a number, a list or an
+    object is edited as JSON, text as text."""
+    if isinstance(value, bool):
+        return "json"  # true/false, edited as JSON so it stays a boolean
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, (Mapping, list)):
+        return "json"
+    return "long" if _is_long(value) else "text"
 
 
 def _is_long(value: Any) -> bool:

@@ -628,7 +628,9 @@
       : quarantined ? view.item.payload : view.item.ai_result || {};
     $("editor").hidden = false;
     $("editor").dataset.kind = quarantined ? "payload" : "ai_result";
-    $("editor-label").textContent = quarantined ? "Correct the input" : "Correct the AI step's answer";
+    const asForm = Boolean((view.form || []).length);
+    $("editor-label").textContent = asForm ? (quarantined ? "Correct the input" : "Correct the AI step's answer")
+      : quarantined ? "Corrected payload (JSON object)" : "Corrected model answer (JSON object)";
     $("editor-text").value = JSON.stringify(data, null, 2);
     state.editorData = data;
     state.editorFields = view.form || [];

@@ -72,6 +72,10 @@ window.ConveyorForm = (function () {
       if (bare === "") return before === null || before === undefined || before === "" ? before : null;
       return NUMERIC.test(bare) ? Number(bare) : text;
     }
+    if (node.dataset.kind === "json") {
+      if (text.trim() === "") return null;
+      try { return JSON.parse(text); } catch (e) { return text; }  // the server names the field
+    }
     if ((before === null || before === undefined) && text === "") return before;
     return text;
   }

@@ -83,17 +83,17 @@ def _input_form(item: Item, history: Sequence[TransitionRecord], named: set[str]
     from conveyor.review.decisions import quarantine_detail
 
     detail = quarantine_detail(history)
-    data = item.ai_result if detail.get("field") == "ai_result" else item.payload
-    data = data if isinstance(data, Mapping) else {}
-    contract = detail.get("contract") if isinstance(detail.get("contract"), Mapping) else {}
-    columns = contract.get("columns") if isinstance(contract.get("columns"), Mapping) else {}
+    found = item.ai_result if detail.get("field") == "ai_result" else item.payload
+    data: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+    contract = _mapping(detail.get("contract"))
+    columns = _mapping(contract.get("columns"))
     failing = set(named)
     for check in detail.get("checks") or ():
         if isinstance(check, Mapping) and check.get("column"):
             failing.add(str(check["column"]))
     fields = []
     for name in dict.fromkeys([*data, *columns]):
-        column = columns.get(name) if isinstance(columns.get(name), Mapping) else {}
+        column = _mapping(columns.get(name))
         value = data.get(name)
         kind = _GATE_KINDS.get(str(column.get("type"))) or _kind_of(value)
         dated = kind == "date" and column.get("format")
@@ -147,6 +147,10 @@ def _answer_kind(spec: Mapping[str, Any], value: Any) -> str:
     if _is_long(value) or any(w in str(spec.get("description") or "").lower() for w in long_words):
         return "long"
     return "text"
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
 
 
 def _kind_of(value: Any) -> str:

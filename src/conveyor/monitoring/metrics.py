@@ -118,6 +118,7 @@ cohort AS (
     SELECT c.label, c.item_id, EXISTS (
         SELECT 1 FROM conveyor.transitions x
         WHERE x.item_id = c.item_id AND x.to_status = ANY(%(exceptions)s) AND x.at < %(as_of)s
+          AND NOT COALESCE(x.detail @> '{{"spot_check": true}}', false)
     ) AS exception, EXISTS (
         SELECT 1 FROM conveyor.transitions x
         WHERE x.item_id = c.item_id AND x.to_status = 'pending_approval' AND x.at < %(as_of)s

@@ -41,23 +41,11 @@ def _positive_float(value: str) -> float:
 def collect(args: argparse.Namespace) -> dict[str, Any]:
     """Every number the command prints, as one JSON-ready dict."""
     from conveyor.ledger.store import Ledger
-    from conveyor.monitoring.accuracy_reads import workflow_accuracy
-    from conveyor.monitoring.metrics import utc
+    from conveyor.monitoring.accuracy_reads import accuracy_report
 
     ledger = Ledger(args.dsn)
     ledger.workflow(args.workflow)  # an undeclared name: exit 3 with the closest names
-    as_of = utc(args.as_of)
-    steps = []
-    for periods in workflow_accuracy(ledger, args.workflow, step=args.step, days=args.days, as_of=as_of):
-        data = periods.now.as_json()
-        data["previous"] = {
-            k: v
-            for k, v in periods.before.as_json().items()
-            if k in ("since", "until", "spot_checked", "spot_wrong", "passed_error_rate", "passed_error_upper",
-                     "exception_rate", "answers")
-        }  # fmt: skip
-        steps.append(data)
-    return {"workflow": args.workflow, "as_of": as_of.isoformat(), "days": args.days, "steps": steps}
+    return accuracy_report(ledger, args.workflow, step=args.step, days=args.days, as_of=args.as_of)
 
 
 def _share(value: float | None, digits: int = 1) -> str:

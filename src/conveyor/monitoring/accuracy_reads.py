@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from conveyor.ledger.store import Ledger
 from conveyor.monitoring.accuracy import StepAccuracy, estimate
@@ -67,3 +68,23 @@ def workflow_accuracy(
         )
         for name in steps
     ]
+
+
+#: What a report keeps of the previous period, beside this one.
+_PREVIOUS = (
+    "since", "until", "answers", "spot_checked", "spot_wrong", "passed_error_rate", "passed_error_upper",
+    "exception_rate",
+)  # fmt: skip
+
+
+def accuracy_report(
+    ledger: Ledger, workflow: str, *, step: str | None = None, days: float = 7, as_of: datetime | str | None = None
+) -> dict[str, Any]:
+    """The JSON of ``conveyor accuracy`` and of the health page's threshold curve."""
+    until = utc(as_of)
+    steps = []
+    for periods in workflow_accuracy(ledger, workflow, step=step, days=days, as_of=until):
+        data = periods.now.as_json()
+        data["previous"] = {k: v for k, v in periods.before.as_json().items() if k in _PREVIOUS}
+        steps.append(data)
+    return {"workflow": workflow, "as_of": until.isoformat(), "days": days, "steps": steps}

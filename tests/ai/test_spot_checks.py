@@ -9,6 +9,7 @@ import pytest
 from conveyor.ai.runner import StepConfig, run_step
 from conveyor.ai.spot_checks import check_settings, drawn, spot_seed
 from conveyor.monitoring import metrics
+from conveyor.review.cards import checks_of
 from conveyor_examples.supplier_exceptions import CLASSIFY_EXCEPTION
 from tests.ai.seeding import exception_rows, seed_exceptions
 
@@ -46,6 +47,10 @@ def test_a_share_of_passing_answers_goes_to_review_marked_as_spot_checks(ledger)
     assert item.reason == (
         f"passed with confidence {item.confidence:.2f}; checked at random (spot check of 20% of passing answers)"
     )
+    # what the review page lists for it (the queue's "checks" of the item)
+    assert checks_of(item) == [
+        f"passed with confidence {item.confidence:.2f}", "checked at random (spot check of 20% of passing answers)"
+    ]
     routed = ledger.history(item.item_id)[-1]
     assert routed.detail == {
         "ai_step": "classify_exception", "confidence": item.confidence, "failed_checks": [],

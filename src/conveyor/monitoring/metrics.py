@@ -7,7 +7,8 @@ so it can be measured for any moment, not only now, and the same code serves the
 * **throughput**: items that reached the workflow's done status in the window, against the same
   window on each of the previous days (shifted by whole days);
 * **exception rate**: of the items received in the window, the share routed to review or
-  quarantine, its daily trend, and the sources (e.g. suppliers) driving it;
+  quarantine, its daily trend, and the sources (e.g. suppliers) driving it; a spot check (an
+  answer that passed every check, sent to a person at random) is no exception and not counted;
 * **cycle time**: entry to completion of the items completed in the window, p50 / p95 / mean,
   in total and by stage (gate, model, review, approval, publish: see :mod:`.stages`);
 * **queue**: items waiting for a person at the end of the window, their age, and the queue size at

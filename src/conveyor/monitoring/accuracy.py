@@ -21,6 +21,8 @@ rates; a corrected one is wrong, an approved one right.
 
 from __future__ import annotations
 
+import bisect
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -77,9 +79,10 @@ def beta_cdf(x: float, a: float, b: float) -> float:
     return 1.0 - front * _betacf(b, a, 1.0 - x) / b
 
 
+@functools.lru_cache(maxsize=4096)  # a curve asks for the same (k, n) at many thresholds
 def _beta_quantile(q: float, a: float, b: float) -> float:
     low, high = 0.0, 1.0
-    for _ in range(48):  # bisection to ~4e-15: the distribution function is monotone in p
+    for _ in range(34):  # bisection to ~6e-11, far below any share shown: the function is monotone
         mid = (low + high) / 2
         if beta_cdf(mid, a, b) < q:
             low = mid
@@ -188,15 +191,37 @@ class StepAccuracy:
         return data
 
 
-def _weighted(points: Sequence[tuple[float, bool]]) -> tuple[float | None, float, float]:
-    """(estimate, 95% upper bound, effective sample size) of weighted (weight, wrong) points: the
-    ratio estimate, and Clopper–Pearson on Kish's effective sample size (equal weights: k of n)."""
-    total = sum(w for w, _ in points)
+def _from_sums(total: float, wrong: float, squares: float) -> tuple[float | None, float, float]:
+    """(estimate, 95% upper bound, effective sample size) from the sums of the weights, of the
+    wrong ones' weights and of the squared weights: the ratio estimate, and Clopper–Pearson on
+    Kish's effective sample size (equal weights: k wrong of n)."""
     if total <= 0:
         return None, 1.0, 0.0
-    rate = sum(w for w, wrong in points if wrong) / total
-    n_eff = total * total / sum(w * w for w, _ in points)
+    rate = wrong / total
+    n_eff = total * total / squares
     return rate, upper_bound(rate * n_eff, n_eff), n_eff
+
+
+def _weighted(points: Sequence[tuple[float, bool]]) -> tuple[float | None, float, float]:
+    """:func:`_from_sums` of weighted (weight, wrong) points."""
+    return _from_sums(sum(w for w, _ in points), sum(w for w, bad in points if bad), sum(w * w for w, _ in points))
+
+
+class _Above:
+    """Sums over the weighted labels at or above any confidence, after one sort (a curve asks at
+    every candidate threshold)."""
+
+    def __init__(self, points: Sequence[tuple[float, float, bool]]) -> None:
+        ordered = sorted(points)  # (confidence, weight, wrong)
+        self.confidences = [c for c, _, _ in ordered]
+        self.sums = [(0.0, 0.0, 0.0)] * (len(ordered) + 1)  # from position i to the end
+        for i in range(len(ordered) - 1, -1, -1):
+            _, w, bad = ordered[i]
+            t, k, q = self.sums[i + 1]
+            self.sums[i] = (t + w, k + (w if bad else 0.0), q + w * w)
+
+    def at(self, threshold: float) -> tuple[float | None, float, float]:
+        return _from_sums(*self.sums[bisect.bisect_left(self.confidences, threshold)])
 
 
 def _latest(tallies: Sequence[StepTally]) -> StepTally | None:
@@ -239,17 +264,17 @@ def estimate(
     # Answers routed for low confidence alone would pass at a lower threshold: the decided ones
     # stand for all of them (weight = routed / decided), spot checks for every passing answer.
     low_decided = [lb for lb in doubtful if set(lb.failed_checks) <= CONFIDENCE_CODES]
-    low_weight = sum(low_hist) / len(low_decided) if low_decided else 0.0
+    low_total = sum(low_hist)
+    low_weight = low_total / len(low_decided) if low_decided else 0.0
     weighted = [(1.0 / lb.share, lb) for lb in spots] + [(low_weight, lb) for lb in low_decided]
+    above = _Above([(lb.confidence or 0.0, w, lb.outcome == "wrong") for w, lb in weighted if w > 0])
     current = latest.min_confidence if latest is not None else None
     candidates = sorted({*CANDIDATES, *([round(current, 2)] if current is not None else [])})
     curve = []
     for threshold in candidates:
         cut = round(threshold * 100)
-        to_review = exceptions - sum(low_hist) + sum(low_hist[:cut]) + sum(passing_hist[:cut])
-        rate, upper, n_eff = _weighted(
-            [(w, lb.outcome == "wrong") for w, lb in weighted if w > 0 and (lb.confidence or 0.0) >= threshold]
-        )
+        to_review = exceptions - low_total + sum(low_hist[:cut]) + sum(passing_hist[:cut])
+        rate, upper, n_eff = above.at(threshold)
         curve.append(
             CurvePoint(
                 min_confidence=threshold,

@@ -123,7 +123,7 @@ class StepConfig:
         if self.lease_seconds <= 0:
             raise ValueError("lease_seconds must be positive")
         check_settings(self.spot_check, self.max_error_rate)
-        self.seed = spot_seed(self.workflow, self.run_id, self.step)  # type: ignore[arg-type]
+        self.seed = spot_seed(self.workflow, self.run_id, self.step)
 
 
 @dataclass
@@ -344,6 +344,7 @@ class AIStepRunner:
         predictions: dict[str, Prediction],
     ) -> _Outcome:
         c = self.config
+        step = c.step or self.task.name  # always set by StepConfig.__post_init__
         outcome = _Outcome()
         schema = self.task.output_schema
         for view in views:
@@ -428,7 +429,7 @@ class AIStepRunner:
                     review_target=c.to_status,
                     add_attempts=1,
                     detail=routing_detail(
-                        step=c.step,  # type: ignore[arg-type]
+                        step=step,
                         confidence=p.confidence,
                         failed_checks=codes,
                         spot_check=False,
@@ -448,7 +449,7 @@ class AIStepRunner:
                     review_target=c.to_status,
                     add_attempts=1,
                     detail=routing_detail(
-                        step=c.step,  # type: ignore[arg-type]
+                        step=step,
                         confidence=p.confidence,
                         failed_checks=(),
                         spot_check=True,
@@ -501,9 +502,10 @@ class AIStepRunner:
     def _tally_of(self, outcome: _Outcome, moved: set[str]) -> StepTally:
         """What the moved items of a chunk count for the accuracy estimate."""
         c = self.config
+        step = c.step or self.task.name  # always set by StepConfig.__post_init__
         tally = StepTally(
             workflow=c.workflow,
-            step=c.step,  # type: ignore[arg-type]
+            step=step,
             run_id=c.run_id,
             min_confidence=c.min_confidence,
             spot_check=c.spot_check,

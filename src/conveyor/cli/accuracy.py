@@ -16,7 +16,7 @@ from conveyor.cli.output import print_json, print_table
 EXIT_NOT_FOUND = 3
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "accuracy", help="error rate of what AI steps passed unreviewed, from spot checks; the threshold curve"
     )

@@ -156,7 +156,7 @@ def read_tallies(
     if step is not None:
         query += " AND step = %s"
         params.append(step)
-    rows = conn.execute(query + " ORDER BY at, id", params).fetchall()  # type: ignore[arg-type]
+    rows = conn.execute(query + " ORDER BY at, id", params).fetchall()
     return [StepTally(*row) for row in rows]
 
 
@@ -231,7 +231,7 @@ def read_labels(
     if step is not None:
         query += " AND step = %s"
         params.append(step)
-    rows = conn.execute(query + " ORDER BY routed_at, routed_id", params).fetchall()  # type: ignore[arg-type]
+    rows = conn.execute(query + " ORDER BY routed_at, routed_id", params).fetchall()
     return [AnswerLabel(*row) for row in rows]
 
 

@@ -11,12 +11,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from conveyor.errors import MonitoringError
 from conveyor.ledger.store import Ledger
 from conveyor.monitoring.accuracy import StepAccuracy, estimate
 from conveyor.monitoring.metrics import utc
 
 
-class UnknownStep(LookupError):
+class UnknownStep(MonitoringError, LookupError):
     """No AI step of that name recorded anything for the workflow."""
 
 

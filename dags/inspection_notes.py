@@ -44,6 +44,7 @@ with DAG(
     review_inputs = HumanReviewSensor(task_id="review_inputs", workflow=INSPECTIONS, escalation="proceed",
                                       timeout=int(timedelta(hours=1).total_seconds()), doc_md=PERSON)
     summarize = AIStepOperator(task_id="summarize", workflow=INSPECTIONS, ai_task=SUMMARIZE, min_confidence=0.7,
+                               spot_check=0.1, max_error_rate=0.1,  # risk labels checked at random, measured
                                model="{{ var.value.get('conveyor_inspection_model', 'local') }}")
     review_summaries = HumanReviewSensor(task_id="review_summaries", workflow=INSPECTIONS, escalation="proceed",
                                          timeout=int(timedelta(hours=2).total_seconds()), doc_md=PERSON)

@@ -84,6 +84,8 @@ with DAG(
         model=MODEL,
         fallback_model="local",
         min_confidence=0.8,
+        spot_check=0.02,  # a reviewer checks 2% of confident extractions: what passes unreviewed, measured
+        max_error_rate=0.02,  # a wrong total is a wrong payment: alert above 2% (conveyor accuracy)
         max_failure_rate=0.2,
         doc_md=recovery(Recovery.RETRY, Recovery.CIRCUIT_BREAKER, Recovery.ALTERNATIVE_PATH,
                         Recovery.GRACEFUL_DEGRADATION,

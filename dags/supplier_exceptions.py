@@ -106,6 +106,11 @@ with DAG(
         # Measured on the sample day: the offline classifier's answers above 0.5 are as often right
         # (98%) as those above 0.7, so 0.5 sends ~9% to a person instead of 27% without losing accuracy.
         min_confidence=0.5,
+        # The threshold measured: 2% of the drafts that pass go to a reviewer anyway, and
+        # workflow_health alerts when what passes unreviewed may be wrong more than 5% of the time
+        # (conveyor accuracy --workflow supplier_exceptions shows the estimate and the curve).
+        spot_check=0.02,
+        max_error_rate=0.05,
         max_failure_rate=0.1,
         doc_md=recovery(Recovery.RETRY, Recovery.CIRCUIT_BREAKER, Recovery.ALTERNATIVE_PATH,
                         Recovery.GRACEFUL_DEGRADATION,

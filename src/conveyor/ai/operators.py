@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from conveyor.ai.spot_checks import DEFAULT_MAX_ERROR_RATE, DEFAULT_SPOT_CHECK, check_settings
 from conveyor.ledger_step import LedgerStepOperator
 
 if TYPE_CHECKING:
@@ -85,6 +86,14 @@ class AIStepOperator(LedgerStepOperator):
         counts as below any threshold above 0).
     :param max_failure_rate: share of handled items that may fail (bad input, model errors) while
         the task still succeeds; above it the task fails with counts per reason.
+    :param spot_check: share of the answers that passed every check sent to review anyway, drawn
+        at random with a seed derived from the run and the item (a retry or clear draws the same
+        items), e.g. ``0.02``. Shown on the review page as spot checks and counted apart from the
+        exception rate; their decisions estimate the error rate of what passes unreviewed
+        (``conveyor accuracy``). Default 0: none.
+    :param max_error_rate: the declared target of that error rate (e.g. ``0.02``): ``workflow_health``
+        alerts when its 95% upper bound exceeds it, and ``conveyor accuracy`` recommends the
+        ``min_confidence`` that meets it. None (the default): no target.
     :param batch_size: items per chunk (one commit per chunk; at most one chunk's calls are
         repeated after a crash).
     :param max_concurrency: remote requests in flight at once.
@@ -157,6 +166,8 @@ class AIStepOperator(LedgerStepOperator):
         to_status: str | None = None,
         min_confidence: float = 0.7,
         max_failure_rate: float = 0.1,
+        spot_check: float = DEFAULT_SPOT_CHECK,
+        max_error_rate: float | None = DEFAULT_MAX_ERROR_RATE,
         batch_size: int = 200,
         max_concurrency: int = 8,
         breaker_threshold: int = 5,
@@ -178,7 +189,10 @@ class AIStepOperator(LedgerStepOperator):
     ) -> None:
         if not kwargs.get("doc_md"):
             kwargs["doc_md"] = _default_doc(fallback_model is not None, max_failure_rate)
+        check_settings(spot_check, max_error_rate)  # a DAG with a wrong share fails to parse, naming it
         super().__init__(workflow=workflow, ledger_conn_id=ledger_conn_id, **kwargs)
+        self.spot_check = spot_check
+        self.max_error_rate = max_error_rate
         self.ai_task = ai_task
         self.model = model
         self.fallback_model = fallback_model
@@ -246,6 +260,8 @@ class AIStepOperator(LedgerStepOperator):
             fallback_model=or_none(self.fallback_model),
             min_confidence=self.min_confidence,
             max_failure_rate=self.max_failure_rate,
+            spot_check=self.spot_check,
+            max_error_rate=self.max_error_rate,
             batch_size=self.batch_size,
             max_concurrency=self.max_concurrency,
             breaker_threshold=self.breaker_threshold,

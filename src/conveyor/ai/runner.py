@@ -45,6 +45,15 @@ from conveyor.ai.errors import AIStepFailed, BreakerOpen, ModelCallError
 from conveyor.ai.models.base import ModelInput, Prediction, StepModel
 from conveyor.ai.retries import RetryPolicy
 from conveyor.ai.sharding import ShardClaims
+from conveyor.ai.spot_checks import (
+    DEFAULT_MAX_ERROR_RATE,
+    DEFAULT_SPOT_CHECK,
+    check_settings,
+    drawn,
+    spot_reason,
+    spot_seed,
+)
+from conveyor.ledger.ai_labels import StepTally, bucket, routing_detail
 from conveyor.ledger.faults import patiently
 from conveyor.ledger.leases import Holder
 from conveyor.ledger.records import decode_json_columns
@@ -74,6 +83,10 @@ class StepConfig:
     fallback_model: Any = None
     min_confidence: float = 0.7
     max_failure_rate: float = 0.1
+    #: share of the answers that passed every check sent to review anyway (see ``conveyor.ai.spot_checks``)
+    spot_check: float = DEFAULT_SPOT_CHECK
+    #: the declared target of the error rate of what passes unreviewed (None: none declared)
+    max_error_rate: float | None = DEFAULT_MAX_ERROR_RATE
     batch_size: int = 200
     max_concurrency: int = 8
     breaker_threshold: int = 5
@@ -94,6 +107,8 @@ class StepConfig:
     lease_seconds: float = 300.0
     #: sharded: seconds between looks at the siblings' live leases once nothing is left to claim
     sibling_poll_interval: float = 1.0
+    #: the spot checks' draw in this run (derived from the workflow, the run and the step)
+    seed: str = field(init=False, default="")
 
     def __post_init__(self) -> None:
         self.from_status = self.from_status or self.task.from_status
@@ -107,6 +122,8 @@ class StepConfig:
             raise ValueError("batch_size, max_concurrency and items_per_call must be at least 1")
         if self.lease_seconds <= 0:
             raise ValueError("lease_seconds must be positive")
+        check_settings(self.spot_check, self.max_error_rate)
+        self.seed = spot_seed(self.workflow, self.run_id, self.step)
 
 
 @dataclass
@@ -120,6 +137,12 @@ class _Outcome:
     failures: Counter[str] = field(default_factory=Counter)
     unprocessed: list[str] = field(default_factory=list)
     breaker: BreakerOpen | None = None
+    #: the review items that are spot checks (they passed every check)
+    spot: set[str] = field(default_factory=set)
+    #: confidence of each answer that passed every check (spot checks included)
+    passing_confidence: dict[str, float | None] = field(default_factory=dict)
+    #: confidence of each answer routed for low confidence alone
+    low_only_confidence: dict[str, float | None] = field(default_factory=dict)
 
 
 def _chunks(seq: Sequence[str], size: int) -> Iterator[Sequence[str]]:
@@ -321,6 +344,7 @@ class AIStepRunner:
         predictions: dict[str, Prediction],
     ) -> _Outcome:
         c = self.config
+        step = c.step or self.task.name  # always set by StepConfig.__post_init__
         outcome = _Outcome()
         schema = self.task.output_schema
         for view in views:
@@ -404,9 +428,37 @@ class AIStepRunner:
                     confidence=p.confidence,
                     review_target=c.to_status,
                     add_attempts=1,
+                    detail=routing_detail(
+                        step=step,
+                        confidence=p.confidence,
+                        failed_checks=codes,
+                        spot_check=False,
+                        share=1.0,
+                    ),
                 )
                 outcome.reasons.update(codes)
+                if codes == ["low_confidence"] or codes == ["no_confidence"]:
+                    outcome.low_only_confidence[item_id] = p.confidence
+            elif c.spot_check and drawn(c.seed, item_id, c.spot_check):
+                outcome.passing_confidence[item_id] = p.confidence
+                outcome.spot.add(item_id)
+                outcome.review[item_id] = ItemUpdate(
+                    reason=spot_reason(p.confidence, c.spot_check),
+                    ai_result=result,
+                    confidence=p.confidence,
+                    review_target=c.to_status,
+                    add_attempts=1,
+                    detail=routing_detail(
+                        step=step,
+                        confidence=p.confidence,
+                        failed_checks=(),
+                        spot_check=True,
+                        share=c.spot_check,
+                        seed=c.seed,
+                    ),
+                )
             else:
+                outcome.passing_confidence[item_id] = p.confidence
                 via = f" via fallback {p.model}" if p.detail.get("fallback_from") else ""
                 conf = f", confidence {p.confidence:.2f}" if p.confidence is not None else ""
                 outcome.passed[item_id] = ItemUpdate(
@@ -422,12 +474,14 @@ class AIStepRunner:
     def _commit(self, outcome: _Outcome) -> None:
         c = self.config
         assert c.from_status is not None and c.to_status is not None  # filled by StepConfig.__post_init__
+        moved: set[str] = set()
         for updates, target in ((outcome.passed, c.to_status), (outcome.review, Status.PENDING_REVIEW)):
             if not updates:
                 continue
             result = self.ledger.transition(
                 c.workflow, updates, to_status=target, from_status=c.from_status, actor=c.actor
             )
+            moved.update(result.moved)
             self.stats["moved"] += len(result.moved)
             if result.not_moved:
                 # Another worker moved them first (or this commit's own first try did, its
@@ -438,8 +492,37 @@ class AIStepRunner:
                     len(result.not_moved),
                     list(result.not_moved)[:5],
                 )
+        if moved:
+            # Only what this commit moved: a commit repeated after a lost acknowledgement moves
+            # nothing and counts nothing twice.
+            self.ledger.record_ai_tallies([self._tally_of(outcome, moved)])
         if self.claims is not None:  # moved (or raced): no sibling would claim them, the lease is moot
             self.claims.release([*outcome.passed, *outcome.review])
+
+    def _tally_of(self, outcome: _Outcome, moved: set[str]) -> StepTally:
+        """What the moved items of a chunk count for the accuracy estimate."""
+        c = self.config
+        step = c.step or self.task.name  # always set by StepConfig.__post_init__
+        tally = StepTally(
+            workflow=c.workflow,
+            step=step,
+            run_id=c.run_id,
+            min_confidence=c.min_confidence,
+            spot_check=c.spot_check,
+            max_error_rate=c.max_error_rate,
+            seed=c.seed,
+            passed=sum(1 for i in outcome.passed if i in moved),
+            spot_checked=sum(1 for i in outcome.spot if i in moved),
+            exceptions=sum(1 for i in outcome.review if i in moved and i not in outcome.spot),
+        )
+        for confidences, histogram in (
+            (outcome.passing_confidence, tally.passed_by_confidence),
+            (outcome.low_only_confidence, tally.low_only_by_confidence),
+        ):
+            for item_id, confidence in confidences.items():
+                if item_id in moved:
+                    histogram[bucket(confidence)] += 1
+        return tally
 
     def _commit_patiently(self, outcome: _Outcome, chunk: int | str) -> None:
         """Commit, waiting out a ledger restart: each move is guarded by ``from_status``, so a
@@ -593,7 +676,9 @@ class AIStepRunner:
 
     def _tally(self, outcome: _Outcome) -> None:
         self.stats["passed"] += len(outcome.passed)
-        self.stats["review"] += len(outcome.review)
+        # Spot checks are counted apart: they passed, and are no exception.
+        self.stats["review"] += len(outcome.review) - len(outcome.spot)
+        self.stats["spot_checked"] += len(outcome.spot)
         self.stats["handled"] += len(outcome.passed) + len(outcome.review) + len(outcome.deferred)
         self.reasons.update(outcome.reasons)
         self.failures.update(outcome.failures)
@@ -645,6 +730,9 @@ class AIStepRunner:
             "items": self.stats["handled"],
             "passed": self.stats["passed"],
             "review": self.stats["review"],
+            "spot_checked": self.stats["spot_checked"],
+            "spot_check": c.spot_check,
+            "spot_seed": c.seed,
             "failed": sum(self.failures.values()),
             "review_reasons": dict(self.reasons.most_common()),
             "failure_reasons": dict(self.failures.most_common()),

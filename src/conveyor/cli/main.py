@@ -26,12 +26,13 @@ COMMAND_MODULES: tuple[str, ...] = (
     "conveyor.cli.lint",
     "conveyor.cli.review",
     "conveyor.cli.metrics",
+    "conveyor.cli.accuracy",
     "conveyor.cli.deliveries",
     "conveyor.cli.ui",
 )
 
 #: Commands that only read: an unknown ``--workflow`` is an error (exit 3) for them.
-READ_COMMANDS = frozenset({"items", "queue", "metrics", "batches", "outbox"})
+READ_COMMANDS = frozenset({"items", "queue", "metrics", "accuracy", "batches", "outbox"})
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2

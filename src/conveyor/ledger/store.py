@@ -16,12 +16,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
 
-from conveyor.ledger import alerts_sent, deliveries, faults, leases, migrate, receiving, reviewed
+from conveyor.ledger import ai_labels, alerts_sent, deliveries, faults, leases, migrate, receiving, reviewed
 from conveyor.ledger import workflows as declarations
 from conveyor.ledger.connection import describe, resolve_dsn
 from conveyor.ledger.deliveries import Delivery, EarlierBatch, OutboxEntry
@@ -641,6 +642,42 @@ class Ledger:
         """Give an alert's claim back (its sending failed): the next reporter of it sends."""
         with self.connect() as conn:
             alerts_sent.release(conn, key)
+
+    # -- the guardrail measured (ledger.ai_labels) ---------------------------------------------
+
+    def record_ai_tallies(self, tallies: Sequence[ai_labels.StepTally]) -> None:
+        """Record what committed chunks of an AI step did (passed, spot-checked, routed; confidences)."""
+        with self.connect() as conn:
+            ai_labels.record_tallies(conn, tallies)
+
+    def ai_tallies(
+        self, workflow: str, *, since: datetime, until: datetime, step: str | None = None
+    ) -> list[ai_labels.StepTally]:
+        """The AI step tallies of ``workflow`` committed in ``[since, until)``, oldest first."""
+        with self.connect() as conn:
+            return ai_labels.read_tallies(conn, workflow, since=since, until=until, step=step)
+
+    def record_ai_labels(self, decisions: Sequence[ai_labels.Decision], *, actor: str) -> int:
+        """Label the decided AI answers (set-based); items no AI step routed are skipped."""
+        with self.connect() as conn:
+            return ai_labels.record_labels(conn, decisions, actor)
+
+    def forget_ai_labels(self, item_ids: Sequence[str]) -> int:
+        """Drop the labels of decisions taken back."""
+        with self.connect() as conn:
+            return ai_labels.forget_labels(conn, item_ids)
+
+    def answer_labels(
+        self, workflow: str, *, since: datetime, until: datetime, step: str | None = None
+    ) -> list[ai_labels.AnswerLabel]:
+        """The labels of ``workflow``'s answers routed to review in ``[since, until)``."""
+        with self.connect() as conn:
+            return ai_labels.read_labels(conn, workflow, since=since, until=until, step=step)
+
+    def ai_steps(self, workflow: str) -> list[str]:
+        """The AI steps of ``workflow`` that ever recorded a tally."""
+        with self.connect() as conn:
+            return ai_labels.steps_of(conn, workflow)
 
     # -- idempotency keys --------------------------------------------------------------------
 

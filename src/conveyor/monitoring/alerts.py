@@ -17,7 +17,9 @@ Rules (name: fires when):
   ``cycle_min_increase_minutes``; the subject is the bottleneck stage;
 * ``queue_age``: items have waited for a person longer than ``queue_age_hours``;
 * ``queue_growth``: the review queue holds ``queue_growth_factor`` times its usual size at this time
-  of day (and at least ``queue_min_size`` items), with the model's time alongside.
+  of day (and at least ``queue_min_size`` items), with the model's time alongside;
+* ``passed_error`` and ``passed_error_rise``: an AI step's answers that pass unreviewed are wrong too
+  often, or more often than before, estimated from spot checks (:mod:`.accuracy_alerts`).
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ RULES: tuple[str, ...] = (
     "cycle_time",
     "queue_age",
     "queue_growth",
+    "passed_error",
+    "passed_error_rise",
 )
 
 #: Where to look first when a stage is the bottleneck.
@@ -79,6 +83,12 @@ class Thresholds:
     queue_min_size: int = 10
     renotify_hours: float = 24
     resolve_after_hours: float = 2
+    #: the period of the AI steps' error estimate (and of the one it is compared with)
+    accuracy_days: float = 7
+    #: decided spot checks below which the estimate raises no alert
+    accuracy_min_spot_checks: int = 20
+    #: significance of a rise of the error rate against the previous period
+    accuracy_rise_p: float = 0.01
 
     @classmethod
     def for_workflow(
@@ -199,7 +209,9 @@ def evaluate(snapshot: Mapping[str, Any], thresholds: Thresholds, *, base_url: s
         _queue_age_rule(snapshot, thresholds, base_url),
         _queue_growth_rule(snapshot, thresholds, base_url),
     ]
-    return [a for a in found if a is not None]
+    from conveyor.monitoring.accuracy_alerts import evaluate_accuracy
+
+    return [a for a in found if a is not None] + evaluate_accuracy(snapshot, thresholds, base_url=base_url)
 
 
 def _throughput_rule(snap: Mapping[str, Any], t: Thresholds, base_url: str) -> Alert | None:

@@ -7,6 +7,8 @@ Airflow's access to plugins. Routes, relative to that mount:
 * ``GET /api/metrics``: every active workflow's health (``window_hours``, ``baseline_days``, ``as_of``);
 * ``GET /api/metrics/{workflow}``: one workflow's health plus progress of its recent runs;
 * ``GET /api/metrics/{workflow}/series``: per-bucket numbers for the charts (``days``, ``bucket_hours``);
+* ``GET /api/metrics/{workflow}/accuracy``: each AI step's error of what passed unreviewed and its
+  threshold curve (``days``, ``step``; as ``conveyor accuracy --json``);
 * ``GET /api/metrics/{workflow}/runs``: items done of items received per run (``run_id``, ``limit``),
   each with its Airflow ``state`` (``failed``, ``running``...; None where unknown);
 * ``GET /api/alerts``: open alert conditions and recent notifications (``workflow``);
@@ -143,6 +145,27 @@ def workflow_series(
         raise HTTPException(status_code=422, detail="at most 500 buckets: raise bucket_hours or lower days")
     try:
         return metrics.series(ledger, name, as_of=when, days=days, bucket_hours=bucket_hours)
+    except LedgerUnavailable as exc:
+        raise _unavailable(exc) from None
+
+
+@router.get("/api/metrics/{workflow}/accuracy")
+def workflow_accuracy(
+    workflow: str,
+    ledger: LedgerDep,
+    as_of: AsOf = None,
+    days: Annotated[float, Query(gt=0, le=365)] = 7,
+    step: str | None = None,
+) -> dict[str, Any]:
+    """Each AI step's error of what passed unreviewed (from spot checks), its threshold curve and the
+    recommended ``min_confidence``; the same JSON as ``conveyor accuracy --json``."""
+    from conveyor.monitoring.accuracy_reads import UnknownStep, accuracy_report
+
+    name, when = _workflow(workflow, ledger), _as_of(as_of)
+    try:
+        return accuracy_report(ledger, name, step=step, days=days, as_of=when)
+    except UnknownStep as exc:
+        raise HTTPException(status_code=404, detail=str(exc)) from None
     except LedgerUnavailable as exc:
         raise _unavailable(exc) from None
 

@@ -17,6 +17,7 @@ from typing import Any
 from conveyor.ledger.errors import UnknownWorkflow
 from conveyor.ledger.store import Ledger
 from conveyor.monitoring import metrics
+from conveyor.monitoring.accuracy_alerts import accuracy_snapshot
 from conveyor.monitoring.alerts import Alert, Thresholds, evaluate
 from conveyor.monitoring.store import AlertEvent, MonitoringStore, Policy
 
@@ -68,17 +69,18 @@ def measure_all(
         except UnknownWorkflow as exc:  # items older than declarations, of a DAG that never ran since
             log.warning("not measured: %s", exc)
             continue
-        snapshots.append(
-            metrics.measure(
-                ledger,
-                workflow,
-                as_of=when,
-                window_hours=t.window_hours,
-                baseline_days=t.baseline_days,
-                source_field=t.source_field,
-                queue_age_bound_hours=t.queue_age_hours,
-            )
+        snapshot = metrics.measure(
+            ledger,
+            workflow,
+            as_of=when,
+            window_hours=t.window_hours,
+            baseline_days=t.baseline_days,
+            source_field=t.source_field,
+            queue_age_bound_hours=t.queue_age_hours,
         )
+        # the AI steps' error of what passed unreviewed, this period and the one before
+        snapshot["accuracy"] = accuracy_snapshot(ledger, workflow, as_of=when, days=t.accuracy_days)
+        snapshots.append(snapshot)
     MonitoringStore(ledger).save_snapshots(snapshots)
     return Measured(as_of=when, snapshots=snapshots, seconds=time.monotonic() - started)
 

@@ -7,7 +7,8 @@ so it can be measured for any moment, not only now, and the same code serves the
 * **throughput**: items that reached the workflow's done status in the window, against the same
   window on each of the previous days (shifted by whole days);
 * **exception rate**: of the items received in the window, the share routed to review or
-  quarantine, its daily trend, and the sources (e.g. suppliers) driving it;
+  quarantine, its daily trend, and the sources (e.g. suppliers) driving it; a spot check (an
+  answer that passed every check, sent to a person at random) is no exception and not counted;
 * **cycle time**: entry to completion of the items completed in the window, p50 / p95 / mean,
   in total and by stage (gate, model, review, approval, publish: see :mod:`.stages`);
 * **queue**: items waiting for a person at the end of the window, their age, and the queue size at
@@ -118,6 +119,7 @@ cohort AS (
     SELECT c.label, c.item_id, EXISTS (
         SELECT 1 FROM conveyor.transitions x
         WHERE x.item_id = c.item_id AND x.to_status = ANY(%(exceptions)s) AND x.at < %(as_of)s
+          AND NOT COALESCE(x.detail @> '{{"spot_check": true}}', false)
     ) AS exception, EXISTS (
         SELECT 1 FROM conveyor.transitions x
         WHERE x.item_id = c.item_id AND x.to_status = 'pending_approval' AND x.at < %(as_of)s

@@ -20,11 +20,23 @@ from conveyor.quickstart.api_server import ApiServer
 Policy = Callable[[dict[str, Any]], tuple[str, str] | tuple[str, str, dict[str, Any]] | None]
 
 
+#: The words the AI step's reason starts a spot check with (``conveyor.ai.spot_checks.spot_reason``).
+SPOT_CHECK_MARK = "checked at random"
+
+
+def is_spot_check(item: dict[str, Any]) -> bool:
+    """Whether a queue item is a spot check: an answer that passed every check, sent at random."""
+    return item.get("status") == "pending_review" and SPOT_CHECK_MARK in (item.get("reason") or "")
+
+
 def reviewer_policy(item: dict[str, Any]) -> tuple[str, str]:
-    """What the scripted reviewer decides: bad input is rejected, doubtful AI output is checked
-    and approved unless the model was close to guessing."""
+    """What the scripted reviewer decides: bad input is rejected, a spot check is checked and its
+    answer stands (approve: it was right), doubtful AI output is checked and approved unless the
+    model was close to guessing."""
     if item["status"] == "quarantined":
         return "reject", f"bad input, sent back to the feed owner: {item.get('reason') or 'see checks'}"
+    if is_spot_check(item):
+        return "approve", "spot check: checked against the source, the answer stands"
     confidence = item.get("confidence")
     if confidence is not None and confidence < 0.3:
         return "reject", f"model was guessing (confidence {confidence:.2f}); handled by hand"

@@ -116,8 +116,31 @@ def summarize(spec: WorkflowRun, dag_run: Any, reviewer: ScriptedReviewer) -> li
         if ids:
             paid = [e for e in ledger.effects("pay", ids).values() if e["state"] == "done"]
             lines.append(f"  paid once each: {len(paid)} invoice(s)")
+        lines += accuracy_lines(ledger, spec.workflow)
     for error in reviewer.errors[-3:]:
         lines.append(f"  reviewer error: {error}")
+    return lines
+
+
+def accuracy_lines(ledger: Any, workflow: str, days: float = 7) -> list[str]:
+    """The guardrail measured, per AI step: the error of what passed unreviewed, from the spot checks."""
+    from conveyor.monitoring.accuracy_reads import accuracy_report
+
+    def pct(value: float | None) -> str:
+        return "n/a" if value is None else f"{value:.1%}"
+
+    lines = []
+    for s in accuracy_report(ledger, workflow, days=days)["steps"]:
+        target = f"target {pct(s['max_error_rate'])}" if s["max_error_rate"] is not None else "no target declared"
+        recommended = s["recommended_min_confidence"]
+        lines.append(
+            f"  {s['step']}: {s['spot_checks_sent']} spot check(s) sent, {s['spot_checked']} decided "
+            f"({s['spot_wrong']} wrong): error of what passed unreviewed {pct(s['passed_error_rate'])}, "
+            f"95% upper bound {pct(s['passed_error_upper'])} ({target}); "
+            + (f"recommended min_confidence {recommended:.2f}" if recommended is not None
+               else "too few spot checks yet to recommend a threshold")
+            + f" (last {days:g} days: conveyor accuracy --workflow {workflow})"
+        )  # fmt: skip
     return lines
 
 

@@ -28,6 +28,7 @@ from conveyor.ledger.statuses import REVIEW_STATUSES, REVIEW_VALUES, Status, as_
 from conveyor.ledger.store import Item, Ledger
 from conveyor.review.blockers import Blocker, blockers_of
 from conveyor.review.errors import InvalidDecision
+from conveyor.review.labels import Decision, record_labels
 
 log = logging.getLogger(__name__)
 
@@ -272,6 +273,7 @@ def decide_many(
 
     lost: dict[str, str | None] = {item.item_id: item.status for item in refused}
     woken: dict[str, set[str]] = defaultdict(set)
+    answers: list[str] = []
     for (workflow, from_status, target), ids in sorted(groups.items()):
         result = ledger.transition(
             workflow, ids, to_status=target, actor=actor, from_status=from_status, reason=comment
@@ -279,6 +281,10 @@ def decide_many(
         outcome.decided.extend(Decided(i, from_status, target) for i in sorted(result.moved))
         woken[workflow].update(items[i].run_id for i in result.moved)
         lost.update(result.not_moved)
+        if from_status == Status.PENDING_REVIEW:
+            answers.extend(result.moved)
+    # approve: the model's answer stood; reject: the input was bad (see conveyor.review.labels)
+    record_labels(ledger, [Decision(i, "right" if action == "approve" else "bad_input") for i in answers], actor)
     wake(ledger, woken)
 
     firsts = last_decisions(ledger, sorted(lost))

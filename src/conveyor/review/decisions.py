@@ -38,6 +38,7 @@ from conveyor.ledger.store import Item, ItemUpdate, Ledger, TransitionRecord
 from conveyor.review.bulk import BulkOutcome, QueueFilter, decide_many, decide_matching, wake
 from conveyor.review.claims import ReviewClaims
 from conveyor.review.errors import ApprovalBlocked, DecisionConflict, InvalidDecision, NotAwaitingReview
+from conveyor.review.labels import Decision, forget_labels, record_labels
 
 
 class Action(StrEnum):
@@ -133,6 +134,7 @@ class QueueDecisions:
                                            from_status=item.status)  # fmt: skip
             if item_id not in moved.moved:
                 raise InvalidDecision(f"item {item_id!r} moved on meanwhile: the decision cannot be undone")
+            forget_labels(self.ledger, [item_id])
             wake(self.ledger, {item.workflow: {item.run_id}})
             return DecisionResult(item_id, action, item.status, target, actor, comment)
         if item.status not in REVIEW_STATUSES:
@@ -166,6 +168,10 @@ class QueueDecisions:
         if item_id not in result.moved:
             current = result.not_moved.get(item_id) or item.status
             raise self._refusal(item_id, current)
+        if action is Action.CORRECT and item.status == Status.PENDING_REVIEW:
+            fields = tuple(str(c["field"]) for c in (update.detail or {}).get("changes", ()))
+            # a correction that changed nothing left the model's answer standing
+            record_labels(self.ledger, [Decision(item_id, "wrong" if fields else "right", fields)], actor)
         if action is Action.DONE_ELSEWHERE and update.detail:
             effect = str(update.detail["effect"])
             self.ledger.complete_effects(effect, {item_id: {"done_elsewhere": update.detail["reference"],

@@ -254,6 +254,75 @@
     drawChart($("chart-age"), labels, [{ name: "oldest wait", color: "#8e6bd1", type: "line", values: pick("queue_oldest_age_s") }], duration, false, "duration");
   }
 
+  // -- the guardrail measured: one threshold curve per AI step ---------------------------------
+
+  // x: share sent to review; y: estimated error of what passes (solid) and its 95% upper bound
+  // (dashed); a dashed red line at the declared target; rings on the step's own threshold and on
+  // the recommended one.
+  function drawCurve(step) {
+    const panel = el("div", { class: "panel", "data-step": step.step });
+    panel.append(el("h2", {}, `${step.step}`));
+    const points = step.curve.filter((p) => p.passed_error !== null);
+    const svg = svgEl("svg", { viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": `threshold curve of ${step.step}` });
+    const iw = W - M.left - M.right, ih = H - M.top - M.bottom;
+    const top = Math.min(1, niceMax(Math.max(step.max_error_rate || 0, ...points.map((p) => Math.min(p.passed_error_upper, 0.5)), 0.01) * 1.1));
+    const x = (v) => M.left + v * iw;
+    const y = (v) => M.top + ih - (Math.min(v, top) / top) * ih;
+    for (let k = 0; k <= 4; k++) {
+      const v = (top * k) / 4;
+      svg.append(svgEl("line", { x1: M.left, x2: W - M.right, y1: y(v), y2: y(v), stroke: "#e4e7eb" }));
+      svg.append(svgEl("text", { x: M.left - 6, y: y(v) + 4, "text-anchor": "end", "font-size": 11, fill: "#616e7c" }, share(v)));
+      svg.append(svgEl("text", { x: x(k / 4), y: H - 16, "text-anchor": k === 4 ? "end" : "middle", "font-size": 11, fill: "#616e7c" }, share(k / 4)));
+    }
+    svg.append(svgEl("text", { x: M.left + iw / 2, y: H - 2, "text-anchor": "middle", "font-size": 11, fill: "#616e7c" }, "share sent to review"));
+    if (step.max_error_rate !== null) {
+      svg.append(svgEl("line", { x1: M.left, x2: W - M.right, y1: y(step.max_error_rate), y2: y(step.max_error_rate),
+        stroke: "#c62828", "stroke-dasharray": "6 4", "data-series": "target" }));
+      svg.append(svgEl("text", { x: W - M.right - 4, y: y(step.max_error_rate) - 4, "text-anchor": "end", "font-size": 11, fill: "#c62828" },
+        `target ${share(step.max_error_rate)}`));
+    }
+    const path = (key) => points.map((p, i) => `${i ? "L" : "M"}${x(p.review_share).toFixed(1)},${y(p[key]).toFixed(1)}`).join("");
+    if (points.length) {
+      svg.append(svgEl("path", { d: path("passed_error_upper"), fill: "none", stroke: "#2f80ed", "stroke-width": 1.5, "stroke-dasharray": "4 3", "data-series": "upper" }));
+      svg.append(svgEl("path", { d: path("passed_error"), fill: "none", stroke: "#2f80ed", "stroke-width": 2, "data-series": "estimate" }));
+    }
+    for (const p of points) {
+      const dot = svgEl("circle", { cx: x(p.review_share), cy: y(p.passed_error), r: 2.5, fill: "#2f80ed" });
+      dot.append(svgEl("title", {}, `min_confidence ${p.min_confidence.toFixed(2)}: ${share(p.review_share)} to review, ` +
+        `error ${share(p.passed_error)} (upper ${share(p.passed_error_upper)}, sample ${p.sample})`));
+      svg.append(dot);
+    }
+    const mark = (threshold, color, label) => {
+      const p = points.find((q) => Math.abs(q.min_confidence - threshold) < 1e-9);
+      if (!p) return;
+      svg.append(svgEl("circle", { cx: x(p.review_share), cy: y(p.passed_error_upper), r: 6, fill: "none", stroke: color, "stroke-width": 2, "data-mark": label }));
+      svg.append(svgEl("text", { x: x(p.review_share) + 8, y: y(p.passed_error_upper) - 8, "font-size": 11, fill: color }, `${label} ${threshold.toFixed(2)}`));
+    };
+    if (step.min_confidence !== null) mark(step.min_confidence, "#1f2933", "now");
+    if (step.recommended_min_confidence !== null) mark(step.recommended_min_confidence, "#1b7a3d", "recommended");
+    const chart = el("div", { class: "chart", "data-points": String(points.length) });
+    chart.append(svg);
+    panel.append(chart);
+    const over = step.max_error_rate !== null && step.passed_error_upper > step.max_error_rate;
+    const numbers = el("p", { class: "numbers" });
+    numbers.append(el("span", over ? { class: "over" } : {},
+      `passed unreviewed: error ${share(step.passed_error_rate)}, 95% upper bound ${share(step.passed_error_upper)}`),
+      document.createTextNode(` from ${step.spot_checked} spot checks (${step.spot_wrong} wrong); exceptions ${share(step.exception_rate)};` +
+        ` reviewers found ${share(step.reviewed_error_rate)} of doubtful answers wrong; ` +
+        (step.recommended_min_confidence !== null
+          ? `recommended min_confidence ${step.recommended_min_confidence.toFixed(2)} (now ${step.min_confidence})`
+          : "no threshold meets the target yet")));
+    panel.append(numbers);
+    if (!points.length) panel.append(el("p", { class: "empty" }, "no decided answers in this period"));
+    return panel;
+  }
+
+  function renderAccuracy(report) {
+    const box = $("accuracy");
+    if (!report.steps.length) { box.replaceChildren(el("p", { class: "empty" }, "no AI step has recorded answers")); return; }
+    box.replaceChildren(...report.steps.map(drawCurve));
+  }
+
   function setStatus(text, error) {
     const status = $("status");
     status.textContent = text;
@@ -267,15 +336,17 @@
     const bucket = days <= 2 ? 1 : days <= 7 ? 6 : days <= 14 ? 12 : 24;
     document.body.dataset.state = "loading";
     setStatus(`Loading ${workflow}…`);
-    const [health, series] = await Promise.all([
+    const [health, series, accuracy] = await Promise.all([
       api(`api/metrics/${encodeURIComponent(workflow)}`),
       api(`api/metrics/${encodeURIComponent(workflow)}/series`, { days, bucket_hours: bucket }),
+      api(`api/metrics/${encodeURIComponent(workflow)}/accuracy`, { days }),
     ]);
     renderCards(health);
     renderSeries(series);
     renderRuns(health.runs);
     renderSources(health.exceptions);
     renderAlerts(health.open_alerts);
+    renderAccuracy(accuracy);
     setStatus(`${workflow} as of ${new Date(health.as_of).toISOString().slice(0, 16).replace("T", " ")} UTC · ${bucket} h buckets`);
     document.body.dataset.state = "ready";
   }

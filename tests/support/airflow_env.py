@@ -39,4 +39,11 @@ def ensure_template() -> None:
 
 def create_metadata_db(dbname: str) -> None:
     ensure_template()
-    postgres.create_database(dbname, template=TEMPLATE)
+    # PostgreSQL refuses a clone while another session is connected to the template, and a clone
+    # connects to it: parallel test workers (pytest-xdist) take turns.
+    with postgres.admin() as conn:
+        conn.execute("SELECT pg_advisory_lock(%s)", (_LOCK_KEY,))
+        try:
+            postgres.create_database(dbname, template=TEMPLATE)
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_KEY,))

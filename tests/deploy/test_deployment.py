@@ -20,7 +20,7 @@ import pytest
 from conveyor.ledger import Ledger
 from conveyor.quickstart import sample_feeds
 from conveyor.quickstart.reviewer import Policy, ScriptedReviewer, WorkflowRun, reviewer_policy
-from tests.conftest import STACK_CONVEYOR_PREFIX, STACK_LLM_CONN
+from tests.conftest import STACK_CONVEYOR_PREFIX
 from tests.support.stack import NativeStack
 from tests.support.stack.polling import wait_until
 

@@ -31,6 +31,14 @@ FIRST: tuple[str, ...] = (
     "tests/deploy/test_deployment.py",
     "tests/deploy/test_faults.py",
     "stack: smoke and intake",
+    "tests/packaging/test_wheel.py",
+    "tests/quickstart/test_ui.py",
+    "tests/dags/test_supplier_exceptions.py",
+    "tests/review/test_review_workday.py",
+    "tests/deploy/test_init_script.py",
+    "tests/monitoring/test_plans.py",
+    "tests/dags/test_integrity.py",
+    "tests/dags/test_invoice_processing.py",
 )
 
 

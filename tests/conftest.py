@@ -111,9 +111,10 @@ def fresh_db(request: pytest.FixtureRequest) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def airflow_db(ledger_dsn: str) -> Iterator[str]:
     """A migrated Airflow metadata database of this session (cloned from a template)."""
-    from tests.support.airflow_env import create_metadata_db
+    from tests.support.airflow_env import create_metadata_db, dag_test_keeps_declared_params
 
     create_metadata_db(AIRFLOW_DB)
+    dag_test_keeps_declared_params()
     yield os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
     from airflow.settings import dispose_orm
 

@@ -67,4 +67,7 @@ def make_scheduler(config: pytest.Config, log: object) -> object:
         def _split_scope(self, nodeid: str) -> str:
             return unit_of(nodeid)
 
+    # loadscope's default reorders the units by their number of tests, which puts many quick tests
+    # before a few long ones: keep the collection's order (longest_first's).
+    config.option.loadscopereorder = False
     return UnitScheduling(config, log)  # type: ignore[arg-type]  # xdist's Producer, untyped here

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import psycopg
 import pytest
 
-from tests.support import postgres
+from tests.support import postgres, scheduling
 
 if TYPE_CHECKING:
     from tests.ai.llm_server import LLMServer
@@ -111,9 +111,10 @@ def fresh_db(request: pytest.FixtureRequest) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def airflow_db(ledger_dsn: str) -> Iterator[str]:
     """A migrated Airflow metadata database of this session (cloned from a template)."""
-    from tests.support.airflow_env import create_metadata_db
+    from tests.support.airflow_env import create_metadata_db, dag_test_keeps_declared_params
 
     create_metadata_db(AIRFLOW_DB)
+    dag_test_keeps_declared_params()
     yield os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
     from airflow.settings import dispose_orm
 
@@ -126,6 +127,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def _wants_api_server(session: pytest.Session) -> bool:
+    # Under pytest-xdist every worker collects every test but runs only its share: a worker starts
+    # the API server when its first test asks for it, not at the start.
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return False
     return any("api_server" in getattr(item, "fixturenames", ()) for item in session.items)
 
 
@@ -148,10 +153,16 @@ def _api_server_process(request: pytest.FixtureRequest, tmp_path_factory: pytest
 
 
 @pytest.fixture(scope="session")
-def api_server(_api_server_process):
+def api_server(_api_server_process, airflow_db: str, tmp_path_factory: pytest.TempPathFactory):
     """A real ``airflow api-server`` on the session's metadata DB, the Conveyor plugin mounted."""
-    assert _api_server_process is not None
-    return _api_server_process.wait_ready(180)
+    if _api_server_process is not None:
+        yield _api_server_process.wait_ready(180)
+        return
+    from conveyor.quickstart.api_server import running_api_server
+    from tests.support.api import USERS
+
+    with running_api_server(tmp_path_factory.mktemp("api-server"), USERS) as server:
+        yield server
 
 
 # -- the native deployment (tests/support/stack) ----------------------------------------------------
@@ -163,10 +174,18 @@ _STARTED_STACKS: list[NativeStack] = []
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Every test on the native stack carries the ``stack`` marker (``pytest -m stack`` runs them alone)."""
+    """Every test on the native stack carries the ``stack`` marker (``pytest -m stack`` runs them alone);
+    the longest units of work start first (tests/support/scheduling.py)."""
     for item in items:
         if "stack" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.stack)
+    scheduling.longest_first(items)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """pytest-xdist shares out units of work (tests/support/scheduling.py), not single tests."""
+    return scheduling.make_scheduler(config, log)
 
 
 #: Where the bundled workflows keep their files on the stack: every Conveyor file on its S3 API.

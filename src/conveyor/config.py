@@ -29,6 +29,12 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
         "Seconds a task keeps trying to connect while the ledger's server refuses connections (a restart, "
         "crash recovery) before the task fails and Airflow retries it. The CLI and the API never wait.",
     ),
+    "retry_delay_seconds": (
+        "60",
+        "integer",
+        "Seconds before a failed step of a guarded workflow is tried again (conveyor.default_args); each "
+        "later retry waits twice as long, up to ten minutes.",
+    ),
     "storage_base": (
         "",
         "string",

@@ -17,17 +17,19 @@ HEAVY = ("great_expectations", "pandas", "sklearn", "pydantic_ai", "openai", "py
 EXPECTED_DAGS = {"supplier_exceptions", "invoice_processing", "inspection_notes", "workflow_health"}
 
 # Imports a DAG file in a fresh interpreter after Airflow itself is loaded, and reports the
-# seconds the file took and which heavy modules it pulled in.
+# seconds the file took and which heavy modules it pulled in. The seconds are the interpreter's
+# CPU time: what parsing costs the dag-processor, and steady on a machine busy with other work
+# (wall time measured 0.72 s for a 0.3 s parse with the suite's parallel workers running).
 PROBE = """
 import importlib.util, json, sys, time
 import airflow.sdk  # Airflow's own import cost is not the DAG's
 sys.path.append(sys.argv[1].rsplit("/", 1)[0])  # as Airflow's DAG bundle does: the DAGs' own modules import
 before = set(sys.modules)
-started = time.perf_counter()
+started = time.process_time()
 spec = importlib.util.spec_from_file_location("dag_under_test", sys.argv[1])
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
-seconds = time.perf_counter() - started
+seconds = time.process_time() - started
 new = set(sys.modules) - before
 heavy = sorted({m.split(".")[0] for m in new if m.split(".")[0] in HEAVY})
 print(json.dumps({"seconds": seconds, "heavy": heavy}))

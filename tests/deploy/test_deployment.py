@@ -20,7 +20,7 @@ import pytest
 from conveyor.ledger import Ledger
 from conveyor.quickstart import sample_feeds
 from conveyor.quickstart.reviewer import Policy, ScriptedReviewer, WorkflowRun, reviewer_policy
-from tests.conftest import STACK_CONVEYOR_PREFIX, STACK_LLM_CONN
+from tests.conftest import STACK_CONVEYOR_PREFIX
 from tests.support.stack import NativeStack
 from tests.support.stack.polling import wait_until
 
@@ -174,8 +174,9 @@ def finished(stack: NativeStack, stack_mailbox: tuple[int, list[str]]) -> Iterat
                                   date_column="exception_date", delivery=1, today=tick_day,
                                   plant=sample_feeds.plant_supplier_rows)[1])
     scheduled = {dag_id: worked(stack, dag_id, scheduled_run(stack, dag_id)) for dag_id in (SUPPLIER, INVOICES)}
-    for started in scheduled.values():
-        finish(stack, started)
+    # The inbox's quiet hour ends before documents arrive; the scheduled supplier run goes on meanwhile,
+    # beside the triggered runs, as on a deployment where runs overlap.
+    finish(stack, scheduled[INVOICES])
     quiet_hour = {ti["task_id"]: ti["state"] for ti in stack.task_instances(INVOICES, scheduled[INVOICES].run_id)}
     assert quiet_hour["intake"] == "skipped" and set(quiet_hour.values()) == {"skipped"}, quiet_hour
     assert not [s for s in stack_mailbox[1] if INVOICES in s], stack_mailbox[1]  # a quiet hour pages nobody
@@ -184,7 +185,7 @@ def finished(stack: NativeStack, stack_mailbox: tuple[int, list[str]]) -> Iterat
     invoices = deliver_invoices(stack, delivery=1)
     runs = {SUPPLIER: start(stack, SUPPLIER, {"extract_path": extract}, policy=correcting_sign_errors),
             INVOICES: start(stack, INVOICES, {})}  # no conf: the inbox is the deployment's Variable
-    for started in runs.values():
+    for started in (scheduled[SUPPLIER], *runs.values()):
         finish(stack, started)
     statuses = effects(stack, runs[INVOICES])["statuses"]
     assert statuses.get("archived", 0) + statuses.get("rejected", 0) == invoices, statuses
@@ -265,76 +266,29 @@ def test_runs_triggered_without_a_logical_date_finish_and_publish_through_object
     assert len(hosts) == 2, hosts  # the runs' tasks ran on both workers
 
 
-@pytest.mark.parametrize(
-    ("task_ids", "downstream"),
-    [(None, False), (["middle"], True)],
-    ids=["every_task", "one_middle_task_with_downstream"],
-)
-def test_clearing_a_finished_run_through_the_rest_api_changes_no_effect(
-    stack: NativeStack, finished: dict[str, Started], task_ids: list[str] | None, downstream: bool
+def test_clearing_finished_runs_through_the_rest_api_changes_no_effect(
+    stack: NativeStack, finished: dict[str, Started]
 ) -> None:
-    middle = {SUPPLIER: "review_drafts", INVOICES: "validate"}
+    """Both ways the UI clears a finished run, at once: every task of the supplier run, and the invoice
+    run from a middle task with its downstream tasks."""
+    clears = {SUPPLIER: None, INVOICES: ["validate"]}
+    before, tries_before, cleared, again = {}, {}, {}, {}
     for started in (finished[SUPPLIER], finished[INVOICES]):
-        before = effects(stack, started)
-        tries_before = {ti["task_id"]: ti["try_number"] for ti in stack.task_instances(started.dag_id, started.run_id)}
-        cleared = stack.clear(started.dag_id, started.run_id,
-                              task_ids=None if task_ids is None else [middle[started.dag_id]],
-                              include_downstream=downstream)
-        assert cleared, started.dag_id
-        again = Started(started.dag_id, started.run_id,
-                        ScriptedReviewer(StackPeople(stack), WorkflowRun(started.dag_id, started.dag_id),  # type: ignore[arg-type]
-                                         started.run_id, interval=1.0))
-        again.reviewer.start()
-        finish(stack, again)
+        before[started.dag_id] = effects(stack, started)
+        tries_before[started.dag_id] = {ti["task_id"]: ti["try_number"]
+                                        for ti in stack.task_instances(started.dag_id, started.run_id)}
+        task_ids = clears[started.dag_id]
+        cleared[started.dag_id] = stack.clear(started.dag_id, started.run_id, task_ids=task_ids,
+                                              include_downstream=task_ids is not None)
+        assert cleared[started.dag_id], started.dag_id
+        again[started.dag_id] = worked(stack, started.dag_id, started.run_id)
+    assert {ti["task_id"] for ti in cleared[SUPPLIER]} == {ti["task_id"] for ti in
+                                                             stack.task_instances(SUPPLIER, finished[SUPPLIER].run_id)}
+    assert "intake" not in {ti["task_id"] for ti in cleared[INVOICES]}  # upstream of the middle task: kept
+    for started in again.values():
+        finish(stack, started)
+    for started in again.values():
         tries = {ti["task_id"]: ti["try_number"] for ti in stack.task_instances(started.dag_id, started.run_id)}
-        assert {t for t in tries if tries[t] > tries_before[t]} == {ti["task_id"] for ti in cleared}
-        assert effects(stack, started) == before, started.dag_id
-
-
-def test_a_worker_killed_in_the_middle_of_the_ai_step_loses_no_item_and_repays_at_most_one_chunk(
-    stack: NativeStack, stack_llm: Any
-) -> None:
-    """The supplier workflow on the loopback LLM (one Variable away); ``kill -9`` of the worker running
-    the AI step once its first chunk is committed."""
-    stack.client().post("/api/v2/variables", json={"key": "conveyor_supplier_model", "value": STACK_LLM_CONN})
-    stack_llm.configure(reset=True, latency=0.3, record_prompts=True)
-    try:
-        started = start(stack, SUPPLIER, {"extract_path": deliver_supplier_extract(stack, delivery=3)})
-        ledger = Ledger(stack.databases.ledger_dsn)
-        victim = stack.worker_running(SUPPLIER, started.run_id, "classify_and_draft", timeout=300)
-
-        def first_chunk_committed() -> bool:
-            with ledger.connect() as conn:
-                (moved,) = conn.execute(
-                    "SELECT count(*) FROM conveyor.transitions WHERE run_id = %s AND from_status = 'validated'",
-                    (started.run_id,),
-                ).fetchone()
-            return moved >= 200  # AIStepOperator's batch_size: one commit per chunk
-
-        wait_until(first_chunk_committed, timeout=240, what="the AI step's first chunk")
-        stack.kill_worker(victim)
-        try:
-            run = finish(stack, started, timeout=600)
-        finally:
-            stack.restart_worker(victim)
-    finally:
-        stack.client().delete("/api/v2/variables/conveyor_supplier_model")
-
-    assert run["state"] == "success"
-    tries = stack.tries(SUPPLIER, started.run_id, "classify_and_draft")
-    assert [t["hostname"] for t in tries][0] == victim and tries[-1]["hostname"] != victim
-    with ledger.connect() as conn:
-        (validated,) = conn.execute(
-            "SELECT count(*) FROM conveyor.transitions WHERE run_id = %s AND to_status = 'validated'",
-            (started.run_id,),
-        ).fetchone()
-        out_of_validated = conn.execute(
-            "SELECT item_id, count(*) FROM conveyor.transitions WHERE run_id = %s AND from_status = 'validated'"
-            " GROUP BY item_id", (started.run_id,),
-        ).fetchall()
-    assert len(out_of_validated) == validated  # no item lost...
-    assert {n for _, n in out_of_validated} == {1}  # ...and none processed twice
-    calls = stack_llm.stats()["calls"]
-    print(f"kill -9 of {victim} during classify_and_draft: {validated} items, {calls} model calls, "
-          f"tries on {[t['hostname'] for t in tries]}")
-    assert validated <= calls <= validated + 200, (calls, validated)  # at most the chunk in flight again
+        earlier = tries_before[started.dag_id]
+        assert {t for t in tries if tries[t] > earlier[t]} == {ti["task_id"] for ti in cleared[started.dag_id]}
+        assert effects(stack, started) == before[started.dag_id], started.dag_id

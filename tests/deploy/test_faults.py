@@ -121,20 +121,20 @@ run has its 2-hour deadline still open, which Airflow 3.3.2's clear trips over w
     good = stack.s3().get_object(Bucket=stack.options.bucket, Key=f"conveyor/{path}")["Body"].read()
     stack.s3().put_object(Bucket=stack.options.bucket, Key=f"conveyor/{path}",
                           Body=good.replace(b"supplier_id", b"vendor_id", 1))
-    at_gate = start(stack, SUPPLIER, {"extract_path": path})
-    stack.wait_for_run(SUPPLIER, at_gate.run_id, ("failed",), timeout=300)
-    at_gate.reviewer.stop()
-    assert stack.task_instance(SUPPLIER, at_gate.run_id, "validate")["state"] == "failed"
-    assert stack.tries(SUPPLIER, at_gate.run_id, "validate")[-1]["try_number"] == 1  # bad data: no retry
-
     # 2. The AI step: a broken setting (the Variable the step reads). It fails once, naming it.
+    # Both runs go at once: the first never reaches the AI step.
     set_variable(stack, "conveyor_llm_items_per_call", "eight")
+    at_gate = start(stack, SUPPLIER, {"extract_path": path})
     at_ai = start(stack, SUPPLIER, {"extract_path": deliver_supplier_extract(stack, delivery=7)})
     try:
+        stack.wait_for_run(SUPPLIER, at_gate.run_id, ("failed",), timeout=300)
         stack.wait_for_run(SUPPLIER, at_ai.run_id, ("failed",), timeout=600)
     finally:
+        at_gate.reviewer.stop()
         at_ai.reviewer.stop()
         delete_variable(stack, "conveyor_llm_items_per_call")
+    assert stack.task_instance(SUPPLIER, at_gate.run_id, "validate")["state"] == "failed"
+    assert stack.tries(SUPPLIER, at_gate.run_id, "validate")[-1]["try_number"] == 1  # bad data: no retry
     assert stack.task_instance(SUPPLIER, at_ai.run_id, "classify_and_draft")["state"] == "failed"
 
     # 3. Publish: the ledger goes down as the report is being published, and the operator on call
@@ -157,16 +157,68 @@ run has its 2-hour deadline still open, which Airflow 3.3.2's clear trips over w
 
     # The fixes: the feed delivered again with its real header; the Variable removed above; the ledger up.
     stack.s3().put_object(Bucket=stack.options.bucket, Key=f"conveyor/{path}", Body=good)
+    # The operator clears the three failed runs one after the other; they finish side by side.
+    cleared_again = []
     for failed, task_ids in ((at_gate, None), (at_ai, ["classify_and_draft"]), (at_publish, ["publish_report"])):
         started_clear = time.monotonic()
         cleared = stack.clear(SUPPLIER, failed.run_id, task_ids=task_ids, include_downstream=task_ids is not None)
         assert cleared, (failed.run_id, name)
         print(f"cleared {failed.run_id} ({len(cleared)} task(s)) in {time.monotonic() - started_clear:.1f} s")
-        again = _restart_people(stack, failed)
-        run = finish(stack, again, timeout=600)
+        cleared_again.append(_restart_people(stack, failed))
+    for failed in cleared_again:
+        run = finish(stack, failed, timeout=600)
         assert run["state"] == "success"
         done = effects(stack, failed)
         assert set(done["statuses"]) <= {"published", "rejected"}, done["statuses"]
         report = f"{SUPPLIER}:report:{failed.run_id}"
         assert [row[2] for row in done["outbox"] if row[0] == report] == ["done"]  # published once
         assert len([k for k in done["reports"] if f"/{failed.run_id.replace(':', '_')}/" in k]) == 2
+
+
+def test_a_worker_killed_in_the_middle_of_the_ai_step_loses_no_item_and_repays_at_most_one_chunk(
+    stack: NativeStack, stack_llm: Any
+) -> None:
+    """The supplier workflow on the loopback LLM (one Variable away); ``kill -9`` of the worker running
+    the AI step once its first chunk is committed."""
+    stack.client().post("/api/v2/variables", json={"key": "conveyor_supplier_model", "value": STACK_LLM_CONN})
+    stack_llm.configure(reset=True, latency=0.3, record_prompts=True)
+    try:
+        started = start(stack, SUPPLIER, {"extract_path": deliver_supplier_extract(stack, delivery=3)})
+        ledger = Ledger(stack.databases.ledger_dsn)
+        victim = stack.worker_running(SUPPLIER, started.run_id, "classify_and_draft", timeout=300)
+
+        def first_chunk_committed() -> bool:
+            with ledger.connect() as conn:
+                (moved,) = conn.execute(
+                    "SELECT count(*) FROM conveyor.transitions WHERE run_id = %s AND from_status = 'validated'",
+                    (started.run_id,),
+                ).fetchone()
+            return moved >= 200  # AIStepOperator's batch_size: one commit per chunk
+
+        wait_until(first_chunk_committed, timeout=240, what="the AI step's first chunk")
+        stack.kill_worker(victim)
+        try:
+            run = finish(stack, started, timeout=600)
+        finally:
+            stack.restart_worker(victim)
+    finally:
+        stack.client().delete("/api/v2/variables/conveyor_supplier_model")
+
+    assert run["state"] == "success"
+    tries = stack.tries(SUPPLIER, started.run_id, "classify_and_draft")
+    assert [t["hostname"] for t in tries][0] == victim and tries[-1]["hostname"] != victim
+    with ledger.connect() as conn:
+        (validated,) = conn.execute(
+            "SELECT count(*) FROM conveyor.transitions WHERE run_id = %s AND to_status = 'validated'",
+            (started.run_id,),
+        ).fetchone()
+        out_of_validated = conn.execute(
+            "SELECT item_id, count(*) FROM conveyor.transitions WHERE run_id = %s AND from_status = 'validated'"
+            " GROUP BY item_id", (started.run_id,),
+        ).fetchall()
+    assert len(out_of_validated) == validated  # no item lost...
+    assert {n for _, n in out_of_validated} == {1}  # ...and none processed twice
+    calls = stack_llm.stats()["calls"]
+    print(f"kill -9 of {victim} during classify_and_draft: {validated} items, {calls} model calls, "
+          f"tries on {[t['hostname'] for t in tries]}")
+    assert validated <= calls <= validated + 200, (calls, validated)  # at most the chunk in flight again

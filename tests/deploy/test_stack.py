@@ -43,7 +43,7 @@ def handoff_object(stack: NativeStack, run_id: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def handoff_run(stack: NativeStack) -> str:
-    """One successful run of the hand-off DAG (the clearing test runs it again)."""
+    """One successful run of the hand-off DAG, as it first ran (a test that clears runs a run of its own)."""
     return run_to_success(stack, HANDOFF)
 
 
@@ -70,7 +70,8 @@ def test_a_file_written_on_one_worker_is_read_on_the_other_through_s3(
         assert list((stack.worker_home(name) / "cwd").iterdir()) == []
 
 
-def test_clearing_the_run_runs_it_again(stack: NativeStack, handoff_run: str) -> None:
+def test_clearing_the_run_runs_it_again(stack: NativeStack) -> None:
+    handoff_run = run_to_success(stack, HANDOFF)
     cleared = stack.clear(HANDOFF, handoff_run)
     assert {ti["task_id"] for ti in cleared} == {"write", "read"}
     # The clear resets the run itself, so waiting for success cannot see the old state.

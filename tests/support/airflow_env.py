@@ -39,4 +39,43 @@ def ensure_template() -> None:
 
 def create_metadata_db(dbname: str) -> None:
     ensure_template()
-    postgres.create_database(dbname, template=TEMPLATE)
+    # PostgreSQL refuses a clone while another session is connected to the template, and a clone
+    # connects to it: parallel test workers (pytest-xdist) take turns.
+    with postgres.admin() as conn:
+        conn.execute("SELECT pg_advisory_lock(%s)", (_LOCK_KEY,))
+        try:
+            postgres.create_database(dbname, template=TEMPLATE)
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_KEY,))
+
+
+def dag_test_keeps_declared_params() -> None:
+    """Make ``DAG.test()`` leave the DAG's params as declared.
+
+    Airflow merges a run's conf into the DAG's own ``Param`` objects (``ParamsDict.update`` shares
+    them, ``__setitem__`` resolves the conf value into them), so in one process a
+    ``dag.test(run_conf={"suite": "x"})`` leaves ``suite = "x"`` for every later ``dag.test()`` of
+    that DAG. A deployment parses the DAG afresh for each task, so only in-process tests see it; with
+    the suite in a random order, one test's conf would decide another's run.
+    """
+    import copy
+    import functools
+
+    from airflow.sdk.definitions.dag import DAG
+
+    if getattr(DAG.test, "_keeps_declared_params", False):
+        return
+    declared_test = DAG.test
+
+    @functools.wraps(declared_test)
+    def test(self: DAG, *args: object, **kwargs: object) -> object:
+        params = [self.params, *(task.params for task in self.tasks)]
+        saved = [(param, copy.deepcopy(param.value)) for group in params for param in group.values()]
+        try:
+            return declared_test(self, *args, **kwargs)
+        finally:
+            for param, value in saved:
+                param.value = value
+
+    test._keeps_declared_params = True  # type: ignore[attr-defined]
+    DAG.test = test  # type: ignore[method-assign]

@@ -29,6 +29,12 @@ TIMING: dict[str, str] = {
     "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "3",
     # How often the dag-processor looks for new files in a bundle (default 300 s).
     "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+    # How often a parsed DAG file is parsed again (default 30 s). The tests never change a DAG file,
+    # and three stacks re-parsing theirs every 30 s cost the suite a tenth of a core.
+    "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "600",
+    # The bundled DAGs' first retry (conveyor.default_args; default 60 s): a task failed by an injected
+    # fault goes again within seconds.
+    "AIRFLOW__CONVEYOR__RETRY_DELAY_SECONDS": "5",
 }
 
 # The variables of the test session's own Airflow environment (tests/conftest.py) must not leak in.

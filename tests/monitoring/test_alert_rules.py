@@ -16,10 +16,11 @@ CONFIG = {"*": {}}
 
 @pytest.fixture(scope="module")
 def problems(ledger_dsn):
-    from conveyor.ledger import Ledger
+    from conveyor.ledger import Ledger, workflows
     from tests.conftest import truncate_ledger
 
     truncate_ledger(ledger_dsn)
+    workflows.forget()  # what this process remembers declaring went with the truncated tables
     ledger = Ledger(ledger_dsn)
     expected = seed_problem_workflows(ledger, AS_OF)
     measured = measure_all(ledger, CONFIG, as_of=AS_OF)

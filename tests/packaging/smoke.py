@@ -22,6 +22,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -96,14 +97,17 @@ def main(project: Path, ledger_uri: str) -> int:
     started = time.monotonic()
     test = subprocess.Popen(
         [str(bin_dir / "airflow"), "dags", "test", "inspection_notes", "-c", json.dumps({"extract_path": str(notes)})],
-        env=env, stdout=(project / "dags-test.log").open("w"), stderr=subprocess.STDOUT,
+        # The log is unbuffered, so its tail is where the run was; on a timeout SIGABRT below makes
+        # faulthandler print every thread's stack into it.
+        env={**env, "PYTHONFAULTHANDLER": "1", "PYTHONUNBUFFERED": "1"},
+        stdout=(project / "dags-test.log").open("w"), stderr=subprocess.STDOUT,
     )
     rejected = 0
     os.environ.update(env)  # this process plays the reviewer, through the installed library
     from conveyor.ledger import Ledger
     from conveyor.review.review_queue import ReviewQueue
 
-    while test.poll() is None and time.monotonic() - started < 280:
+    while test.poll() is None and time.monotonic() - started < 480:
         try:
             queue = ReviewQueue(Ledger())
             for entry in queue.list(workflows=["inspection_notes"], limit=100).entries:
@@ -113,7 +117,12 @@ def main(project: Path, ledger_uri: str) -> int:
             seen["reviewer_note"] = str(exc)[:200]
         time.sleep(1)
     if test.poll() is None:
-        test.kill()
+        seen["dag_test_timed_out"] = True
+        test.send_signal(signal.SIGABRT)
+        try:
+            test.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            test.kill()
     log = (project / "dags-test.log").read_text(errors="replace")
     counts = Ledger().count_by_status(workflow="inspection_notes")
     seen.update({"dag_test_rc": test.returncode, "rejected": rejected, "items": counts,

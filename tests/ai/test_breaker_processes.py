@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import time
-
 from tests.ai.conftest import PRIMARY_CONN
 from tests.ai.seeding import exception_rows, seed_exceptions
 from tests.ai.workers import Worker, preload
 
-COOLDOWN = 6.0
+# Long enough that no worker, however slowly it starts on a loaded machine, sees it pass by itself:
+# the test moves the clock instead (cool_down_passes). With 6 s, a worker forked 7 s late under CI
+# load probed where the test expected it blocked.
+COOLDOWN = 600.0
 PARAMS = dict(
     model=PRIMARY_CONN,
     breaker_threshold=3,
@@ -29,9 +30,14 @@ def breaker_row(ledger) -> tuple:
         ).fetchone()
 
 
-def wait_for_cooldown(ledger) -> None:
-    _, _, opened_at, now = breaker_row(ledger)
-    time.sleep(max(0.0, COOLDOWN + 0.2 - (now - opened_at).total_seconds()))
+def cool_down_passes(ledger) -> None:
+    """The cool-down passes: the open breaker's clock is moved back rather than waited out."""
+    with ledger.connect() as conn:
+        conn.execute(
+            "UPDATE conveyor.ai_breakers SET opened_at = opened_at - make_interval(secs => %s)"
+            " WHERE endpoint LIKE 'openai:fake-model@%%' AND state = 'open'",
+            (COOLDOWN + 1,),
+        )
 
 
 def test_breaker_opens_in_one_worker_blocks_another_and_half_opens_for_one_probe(ledger, llm):
@@ -55,7 +61,7 @@ def test_breaker_opens_in_one_worker_blocks_another_and_half_opens_for_one_probe
 
     # After the cool-down both workers start at once: exactly one wins the half-open probe; it
     # fails, so the breaker opens again with a fresh cool-down.
-    wait_for_cooldown(ledger)
+    cool_down_passes(ledger)
     llm.configure(reset=False, latency=0.3)
     racing = [
         Worker("run-a", try_number=2, **PARAMS).start(),
@@ -69,7 +75,7 @@ def test_breaker_opens_in_one_worker_blocks_another_and_half_opens_for_one_probe
 
     # The service recovers. After the cool-down, B's probe succeeds and closes the breaker; A follows.
     llm.configure(reset=True)
-    wait_for_cooldown(ledger)
+    cool_down_passes(ledger)
     outcome, summary = Worker("run-b", try_number=3, **PARAMS).start().result()
     assert outcome == "success" and summary["items"] == 5
     assert breaker_row(ledger)[:2] == ("closed", 0)

@@ -58,7 +58,16 @@ def open_page(page, api_server, query: str) -> None:
 
 def open_item(page, item_id: str) -> None:
     page.click(f"#queue tbody tr[data-item-id='{item_id}']")
-    page.wait_for_selector(f"#item-body[data-loaded='{item_id}']")
+    try:
+        page.wait_for_selector(f"#item-body[data-loaded='{item_id}']", timeout=20_000)
+    except Exception as exc:  # once in CI, unexplained: say what the page showed instead
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS / "open-item-failed.png"))
+        shown = page.evaluate("""() => ({url: location.href, title: document.querySelector('#item-title').dataset.itemId,
+            loaded: document.querySelector('#item-body').dataset.loaded,
+            result: document.querySelector('#decision-result').textContent,
+            rows: [...document.querySelectorAll('#queue tbody tr')].map(r => r.dataset.itemId + (r.classList.contains('cursor') ? '*' : ''))})""")
+        raise AssertionError(f"{item_id} did not open; the page showed {shown}") from exc
     page.click("#item-head")  # keyboard focus on the page, not in a field
 
 

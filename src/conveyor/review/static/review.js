@@ -288,7 +288,8 @@
       }
       row.appendChild(td);
     }
-    row.addEventListener("click", () => openAt(index));
+    // By the row's item, not its position then: the page may have refilled since it was drawn.
+    row.addEventListener("click", () => openAt(state.items.findIndex((i) => i.item_id === item.item_id)));
     return row;
   }
 

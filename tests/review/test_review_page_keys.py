@@ -127,6 +127,7 @@ def test_a_known_reject_reason_is_three_keys_and_R_with_nothing_selected_says_so
         page.keyboard.type("amount confirmed wrong by the supplier")
         page.keyboard.press("Enter")
         result_says(page, "rejected")
+        assert page.is_hidden("#undo")  # a rejection is final: no Undo that would only say so
 
         open_item(page, gated[5])
         keys = Keys(page)

@@ -505,7 +505,7 @@
       else {
         setResult("decision-result", itemId + " " + (action === "approve" ? "approved" : "rejected") + ": now " + statusOf(done.decided[0].to_status) + ".", "ok");
         if (action === "reject") rememberReason(text);
-        offerUndo(itemId);
+        offerUndo(itemId, action === "approve");
       }
       state.busy = false;
       metrics.decisions.push({ item: itemId, action: action, ms: performance.now() - t0 });
@@ -528,10 +528,13 @@
   }
 
   // Undo: the reviewer's own last decision, while the item has not moved on (the server checks both).
-  function offerUndo(itemId) {
-    state.lastDecided = itemId;
-    $("undo").hidden = false;
-    $("undo").title = "take back your decision on " + itemId;
+  // Undo is offered only for what the server undoes (conveyor/review/undo.py): an approval, a
+  // send-back to the AI step, a correction of quarantined input. A rejection is final (the reason
+  // dialog is its confirmation), and so is an effect's way on; Undo there would only say no.
+  function offerUndo(itemId, undoable) {
+    state.lastDecided = undoable ? itemId : null;
+    $("undo").hidden = !undoable;
+    $("undo").title = undoable ? "take back your decision on " + itemId : "";
   }
   async function undoLast() {
     const itemId = state.lastDecided;
@@ -571,7 +574,7 @@
       else showEmpty();
       const words = { retry_ai: "sent back to the AI step", retry_effect: "sent back to be tried again", done_elsewhere: "recorded as done elsewhere" };
       setResult("decision-result", itemId + " " + words[action] + ": now " + statusOf(done.to_status) + ".", "ok");
-      offerUndo(itemId);
+      offerUndo(itemId, action === "retry_ai");
       scheduleRefill();
     } catch (err) {
       setResult("decision-result", "Not applied: " + err.message, "error");
@@ -688,7 +691,7 @@
       dropItem(itemId);
       if (state.items.length) await openAt(Math.min(Math.max(index, 0), state.items.length - 1));
       setResult("decision-result", itemId + " corrected: now " + statusOf(done.to_status) + ".", "ok");
-      offerUndo(itemId);
+      offerUndo(itemId, done.from_status === "quarantined");
       scheduleRefill();
     } catch (err) {
       setResult("editor-result", "The correction was not applied: " + err.message, "error");

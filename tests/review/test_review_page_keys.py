@@ -63,10 +63,14 @@ def open_item(page, item_id: str) -> None:
     except Exception as exc:  # once in CI, unexplained: say what the page showed instead
         SHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SHOTS / "open-item-failed.png"))
-        shown = page.evaluate("""() => ({url: location.href, title: document.querySelector('#item-title').dataset.itemId,
+        shown = page.evaluate("""() => ({
+            url: location.href,
+            title: document.querySelector('#item-title').dataset.itemId,
             loaded: document.querySelector('#item-body').dataset.loaded,
             result: document.querySelector('#decision-result').textContent,
-            rows: [...document.querySelectorAll('#queue tbody tr')].map(r => r.dataset.itemId + (r.classList.contains('cursor') ? '*' : ''))})""")
+            rows: [...document.querySelectorAll('#queue tbody tr')]
+                .map(r => r.dataset.itemId + (r.classList.contains('cursor') ? '*' : '')),
+        })""")
         raise AssertionError(f"{item_id} did not open; the page showed {shown}") from exc
     page.click("#item-head")  # keyboard focus on the page, not in a field
 

@@ -281,7 +281,7 @@ def test_the_page_says_why_approve_is_off_before_the_key_is_pressed(api_server, 
 
 def test_a_reviewer_undoes_their_own_approval_while_the_item_has_not_moved_on(rita, api_server, ledger, gated):
     approved = rita.post(item_url(gated[3], "/decision"), json={"action": "approve"})
-    assert approved.status_code == 200
+    assert approved.status_code == 200 and approved.json()["undoable"] is True  # the page offers Undo
     with api_server.client("admin") as admin:
         theirs = admin.post(item_url(gated[3], "/decision"), json={"action": "undo"})
     assert theirs.status_code == 422 and "only they can undo it" in theirs.json()["detail"]
@@ -299,13 +299,15 @@ def test_a_reviewer_undoes_their_own_approval_while_the_item_has_not_moved_on(ri
 
 
 def test_undoing_a_correction_restores_the_values_and_a_rejection_is_final(rita, ledger, gated):
-    rita.post(item_url(gated[4], "/decision"), json={"action": "correct", "changes": {"amount": "19.5"}})
-    assert ledger.get(gated[4]).payload["amount"] == 19.5
+    corrected = rita.post(item_url(gated[4], "/decision"), json={"action": "correct", "changes": {"amount": "19.5"}})
+    assert ledger.get(gated[4]).payload["amount"] == 19.5 and corrected.json()["undoable"] is True
     undone = rita.post(item_url(gated[4], "/decision"), json={"action": "undo"})
     assert undone.status_code == 200, undone.text
     item = ledger.get(gated[4])
     assert item.status == "quarantined" and item.payload["amount"] == "12,50"
-    rita.post(item_url(gated[2], "/decision"), json={"action": "reject", "comment": "wrong key"})
+    rejected = rita.post("/conveyor/api/review/decisions",
+                         json={"action": "reject", "comment": "wrong key", "item_ids": [gated[2]]})  # as the page
+    assert rejected.json()["decided"][0]["undoable"] is False  # so the page offers no Undo
     final = rita.post(item_url(gated[2], "/decision"), json={"action": "undo"})
     assert final.status_code == 422 and "final" in final.json()["detail"]
 

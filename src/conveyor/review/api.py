@@ -35,6 +35,7 @@ from conveyor.review.cards import checks_of
 from conveyor.review.claims import ReviewClaims
 from conveyor.review.errors import ApprovalBlocked, DecisionConflict, InvalidDecision, NotAwaitingReview
 from conveyor.review.review_queue import MAX_PAGE, Action, ReviewQueue
+from conveyor.review.undo import undoable
 
 #: Largest offset a page of the queue takes (PostgreSQL's OFFSET is a bigint; no queue is longer).
 MAX_OFFSET = 1_000_000_000
@@ -196,6 +197,8 @@ class DecisionOut(BaseModel):
     actor: str
     comment: str | None
     item: ItemOut
+    #: whether its reviewer can take it back (``action: "undo"``): the page offers Undo only then
+    undoable: bool = False
 
 
 # -- dependencies ----------------------------------------------------------------------------
@@ -368,6 +371,7 @@ def create_router() -> APIRouter:
             actor=result.actor,
             comment=result.comment,
             item=ItemOut.of(queue.ledger.get(item_id)),
+            undoable=undoable(result.action.value, result.from_status, result.to_status),
         )
 
     return router

@@ -29,6 +29,7 @@ from conveyor.ledger.store import Item, Ledger
 from conveyor.review.blockers import Blocker, blockers_of
 from conveyor.review.errors import InvalidDecision
 from conveyor.review.labels import Decision, record_labels
+from conveyor.review.undo import undoable
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +116,8 @@ class BulkOutcome:
             "action": self.action,
             "actor": self.actor,
             "comment": self.comment,
-            "decided": [d.__dict__ for d in self.decided],
+            "decided": [{**d.__dict__, "undoable": undoable(self.action, d.from_status, d.to_status)}
+                        for d in self.decided],
             "already_decided": [refused(r) for r in self.already_decided],
             "not_awaiting_review": [refused(r) for r in self.not_awaiting_review],
             "unknown": list(self.unknown),

@@ -24,6 +24,16 @@ from conveyor.review.errors import InvalidDecision
 UNDOABLE = (None, "approve", "correct", "retry_ai")
 
 
+def undoable(action: str | None, from_status: str, to_status: str) -> bool:
+    """Whether a decision (``action``, None: an approval) moving an item ``from_status`` ->
+    ``to_status`` is one its reviewer can take back: the rule :func:`undo_plan` applies, told with
+    each decision's answer so the page offers Undo only where it works."""
+    if to_status == Status.REJECTED or action not in UNDOABLE:
+        return False
+    # a correction of an AI answer is taken back by correcting it again; of quarantined input, by undo
+    return action != "correct" or from_status == Status.QUARANTINED
+
+
 def undo_plan(item: Item, history: Sequence[TransitionRecord], actor: str) -> tuple[str, ItemUpdate]:
     """Where the undo moves the item, and what it writes.
 
@@ -44,8 +54,7 @@ def undo_plan(item: Item, history: Sequence[TransitionRecord], actor: str) -> tu
     kind = detail.get("action")
     if last.to_status == Status.REJECTED:
         raise InvalidDecision(f"item {item.item_id!r} was rejected: a rejection is final and cannot be undone")
-    if kind not in UNDOABLE or (kind == "correct" and detail.get("field") == "ai_result"
-                                and last.from_status != Status.QUARANTINED):  # fmt: skip
+    if not undoable(kind, str(last.from_status), str(last.to_status)):
         raise InvalidDecision(f"a {kind} decision cannot be undone; correct the item again instead")
     data: dict[str, Any] = {}
     if kind == "correct":

@@ -67,6 +67,8 @@ class DecidedOut(BaseModel):
     item_id: str
     from_status: str
     to_status: str
+    #: whether its reviewer can take it back (``action: "undo"``): the page offers Undo only then
+    undoable: bool = False
 
 
 class BlockedOut(BaseModel):

@@ -505,7 +505,7 @@
       else {
         setResult("decision-result", itemId + " " + (action === "approve" ? "approved" : "rejected") + ": now " + statusOf(done.decided[0].to_status) + ".", "ok");
         if (action === "reject") rememberReason(text);
-        offerUndo(itemId, action === "approve");
+        offerUndo(itemId, done.decided[0].undoable);
       }
       state.busy = false;
       metrics.decisions.push({ item: itemId, action: action, ms: performance.now() - t0 });
@@ -528,9 +528,8 @@
   }
 
   // Undo: the reviewer's own last decision, while the item has not moved on (the server checks both).
-  // Undo is offered only for what the server undoes (conveyor/review/undo.py): an approval, a
-  // send-back to the AI step, a correction of quarantined input. A rejection is final (the reason
-  // dialog is its confirmation), and so is an effect's way on; Undo there would only say no.
+  // Undo is offered only where the decision's answer says it can be undone (conveyor/review/undo.py
+  // decides): a rejection is final, so Undo after one would only say no.
   function offerUndo(itemId, undoable) {
     state.lastDecided = undoable ? itemId : null;
     $("undo").hidden = !undoable;
@@ -574,7 +573,7 @@
       else showEmpty();
       const words = { retry_ai: "sent back to the AI step", retry_effect: "sent back to be tried again", done_elsewhere: "recorded as done elsewhere" };
       setResult("decision-result", itemId + " " + words[action] + ": now " + statusOf(done.to_status) + ".", "ok");
-      offerUndo(itemId, action === "retry_ai");
+      offerUndo(itemId, done.undoable);
       scheduleRefill();
     } catch (err) {
       setResult("decision-result", "Not applied: " + err.message, "error");
@@ -691,7 +690,7 @@
       dropItem(itemId);
       if (state.items.length) await openAt(Math.min(Math.max(index, 0), state.items.length - 1));
       setResult("decision-result", itemId + " corrected: now " + statusOf(done.to_status) + ".", "ok");
-      offerUndo(itemId, done.from_status === "quarantined");
+      offerUndo(itemId, done.undoable);
       scheduleRefill();
     } catch (err) {
       setResult("editor-result", "The correction was not applied: " + err.message, "error");

@@ -58,8 +58,12 @@ def test_init_script_sets_up_a_fresh_stack(compose, metadata, ledger_db_name, tm
             "CONVEYOR_LEDGER_DB": ledger_db_name,
             "CONVEYOR_LEDGER_USER": "postgres",
             "CONVEYOR_LEDGER_PASSWORD": "",
+            # The stack's conveyor-files volume, empty as on a fresh deployment.
+            "AIRFLOW__CONVEYOR__STORAGE_BASE": (tmp_path / "conveyor-files").as_uri(),
         }
     )
+    env.pop("AIRFLOW__CONVEYOR__STORAGE_CONN_ID", None)
+    env.pop("CONVEYOR_INVOICE_INBOX", None)
 
     # From the project's root: the settings step is the native quickstart's command, verbatim.
     result = subprocess.run(
@@ -80,3 +84,7 @@ def test_init_script_sets_up_a_fresh_stack(compose, metadata, ledger_db_name, tm
     assert stored_pool("conveyor_llm")[0] == 4
     with psycopg.connect(postgres.dsn_for(ledger_db_name)) as conn:
         assert conn.execute("SELECT to_regclass('conveyor.items') IS NOT NULL").fetchone() == (True,)
+    # The hourly invoice runs find their inbox on the fresh volume (they failed until someone made it).
+    inbox = tmp_path / "conveyor-files" / "inbox" / "invoice_processing"
+    assert inbox.is_dir() and not any(inbox.iterdir())
+    assert f"inbox ready: file://{inbox} (Variable conveyor_invoice_inbox)" in result.stdout

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from conveyor.ledger import metric_reads as reads
 from conveyor.monitoring import metrics
 from tests.support.plans import plan_nodes
 from tests.support.workflows import declaration
@@ -41,15 +42,15 @@ def test_the_windows_and_the_histories_are_read_by_index_never_the_whole_log(led
     flow = declaration(WF)
     mapping = flow.stage_map()
     params = {
-        **metrics._cohort_params(flow, as_of, []),
+        **reads._cohort_params(flow, as_of, []),
         "done": "published",
         "review": metrics.REVIEW,
         "field": "supplier_id",
         "map_statuses": list(mapping),
         "map_stages": list(mapping.values()),
-        **metrics._window_params(metrics.comparison_windows(as_of, timedelta(hours=24), 7)),
+        **reads._window_params(metrics.comparison_windows(as_of, timedelta(hours=24), 7)),
     }
-    sql = {"cycle": metrics._CYCLE_SQL, "exceptions": metrics._EXCEPTIONS_SQL, "sources": metrics._SOURCES_SQL}
+    sql = {"cycle": reads._CYCLE_SQL, "exceptions": reads._EXCEPTIONS_SQL, "sources": reads._SOURCES_SQL}
 
     with ledger.connect() as conn:
         (plan,) = conn.execute("EXPLAIN (FORMAT JSON) " + sql[query], params).fetchone()

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from conveyor.ledger.store import Ledger
 from conveyor.monitoring.accuracy import StepAccuracy, rise_p_value
-from conveyor.monitoring.alerts import Alert, Thresholds, links
+from conveyor.monitoring.alert_model import Alert, Thresholds, links
+
+if TYPE_CHECKING:
+    from conveyor.ledger.store import Ledger
 
 #: What a snapshot keeps of one period's estimate.
 _KEPT = (

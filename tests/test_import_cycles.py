@@ -11,7 +11,6 @@ from tests.support.source_graph import cycles, import_graph
 
 KNOWN: set[tuple[str, ...]] = {
     ("conveyor.ledger.receiving", "conveyor.ledger.store"),
-    ("conveyor.monitoring.accuracy_alerts", "conveyor.monitoring.alerts"),
     ("conveyor.review.ai_answers", "conveyor.review.blockers", "conveyor.review.coercion", "conveyor.review.errors"),
     ("conveyor.review.bulk", "conveyor.review.decisions", "conveyor.review.ways_on"),
 }

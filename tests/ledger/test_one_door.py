@@ -21,8 +21,6 @@ NOT_YET: set[str] = {
     "conveyor.gate.ledger_input",
     "conveyor.gate.results",
     "conveyor.gate.runner",
-    "conveyor.monitoring.metrics",
-    "conveyor.monitoring.store",
     "conveyor.review.bulk",
     "conveyor.review.claims",
     "conveyor.review.item_escalation",

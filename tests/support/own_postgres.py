@@ -58,9 +58,15 @@ class OwnPostgres:
             conn.execute(f"CREATE DATABASE {self.DATABASE}")
 
     def _run(self, tool: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(_binaries() / tool), *args], user=self.user, check=check, capture_output=True, text=True, timeout=60
+        done = subprocess.run(
+            [str(_binaries() / tool), *args], user=self.user, check=False, capture_output=True, text=True, timeout=60
         )
+        if check and done.returncode:
+            # What the tool said: a CalledProcessError shows only the command (once seen as a bare
+            # initdb failure of a stack's ledger under load, with no reason to read).
+            raise RuntimeError(f"{tool} exited {done.returncode} as {self.user or 'this user'}: "
+                               f"{(done.stderr or done.stdout).strip()[-2000:]}")
+        return done
 
     def dsn(self, database: str | None = None) -> str:
         """A libpq URI of ``database`` (default: the ledger's) on this server."""

@@ -31,7 +31,7 @@ from _pg import drop, scratch_database
 
 from conveyor import Workflow
 from conveyor.ledger import Ledger, NewItem
-from conveyor.ledger.store import canonical_json, input_hash
+from conveyor.ledger.hashing import canonical_json, input_hash
 
 WF = "supplier_exceptions"
 CHAIN = ["validated", "ai_processed", "approved", "published"]

@@ -10,7 +10,6 @@ from __future__ import annotations
 from tests.support.source_graph import cycles, import_graph
 
 KNOWN: set[tuple[str, ...]] = {
-    ("conveyor.ledger.receiving", "conveyor.ledger.store"),
     ("conveyor.review.ai_answers", "conveyor.review.blockers", "conveyor.review.coercion", "conveyor.review.errors"),
     ("conveyor.review.bulk", "conveyor.review.decisions", "conveyor.review.ways_on"),
 }

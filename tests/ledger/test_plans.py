@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from conveyor.ledger import NewItem
-from conveyor.ledger.store import _move_data, _move_statement
+from conveyor.ledger.moves import move_data, move_statement
 from tests.support.plans import plan_nodes
 
 WF = "supplier_exceptions"
@@ -41,10 +41,10 @@ def test_a_move_looks_its_ids_up_by_key_when_statistics_say_no_item_is_in_its_st
     }
 
     if fields:  # per-item data travels as one JSON document
-        params["data"] = _move_data(ids, {"reason": ["r"] * len(ids), "confidence": [0.9] * len(ids)})
+        params["data"] = move_data(ids, {"reason": ["r"] * len(ids), "confidence": [0.9] * len(ids)})
 
     with ledger.connect() as conn:
-        statement = _move_statement(fields, from_one=from_one)
+        statement = move_statement(fields, from_one=from_one)
         (plan,) = conn.execute("EXPLAIN (FORMAT JSON) " + statement, params).fetchone()
 
     loops = [node for node in plan_nodes(plan[0]["Plan"]) if node["Node Type"] == "Nested Loop"]
@@ -60,7 +60,7 @@ def test_a_move_looks_its_ids_up_by_key_when_statistics_say_no_item_is_in_its_st
 def test_the_newest_items_of_a_workflow_are_read_in_index_order_not_sorted(ledger):
     """``conveyor items --workflow W`` without a run: at 2M items, a sort of every item of the
     workflow took 0.6 s; reading the (workflow, updated_at) index in order stops at the limit."""
-    from conveyor.ledger.store import items_query
+    from conveyor.ledger.lookup import items_query
 
     with ledger.connect() as conn:
         conn.execute(

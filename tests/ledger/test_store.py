@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conveyor.ledger import IllegalTransition, ItemUpdate, LedgerUnavailable, NewItem, Route, UnknownItem
-from conveyor.ledger.store import input_hash
+from conveyor.ledger.hashing import input_hash
 
 WF = "supplier_exceptions"
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from conveyor.ledger import Ledger
+from conveyor.ledger.hashing import canonical_json, input_hash
 from conveyor.ledger.statuses import Status
-from conveyor.ledger.store import canonical_json, input_hash
 from conveyor.monitoring.stages import Stage, stage_of
 from tests.support.workflows import declaration
 

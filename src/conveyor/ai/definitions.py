@@ -116,7 +116,7 @@ class AITask:
 
     def model_input(self, item: ItemView, *, hashed: bool = True) -> tuple[dict[str, Any], str]:
         """(model input, its hash) for one item; the hash is only computed when ``hashed``."""
-        from conveyor.ledger.store import input_hash
+        from conveyor.ledger.hashing import input_hash
 
         data = self.render(item)
         return data, input_hash(data) if hashed else ""

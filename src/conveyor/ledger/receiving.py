@@ -149,7 +149,7 @@ def copy_new(
     """
     import psycopg
 
-    from conveyor.ledger.store import canonical_json
+    from conveyor.ledger.hashing import canonical_json
 
     first = flow.first
     # now() is the transaction's start: the same instant the server's defaults write.

@@ -5,35 +5,54 @@ caller expects each item to have, so two workers racing on the same items move e
 exactly once; the loser learns which items it did not move and where they are now. The item's
 new data and its audit row are written by the same statement, so neither exists without the
 other.
+
+:class:`Ledger` is the facade: it owns the connection and the transactions, and each of its
+methods calls the ledger module that holds the statements (:mod:`~conveyor.ledger.moves`,
+:mod:`~conveyor.ledger.receiving`, :mod:`~conveyor.ledger.item_reads`, :mod:`~conveyor.ledger.effects`,
+:mod:`~conveyor.ledger.batches`, :mod:`~conveyor.ledger.leases` ...).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import psycopg
-from psycopg.rows import dict_row
 
-from conveyor.ledger import ai_labels, alerts_sent, deliveries, faults, leases, migrate, receiving, reviewed
+from conveyor.ledger import (
+    ai_labels,
+    alerts_sent,
+    batches,
+    deliveries,
+    effects,
+    faults,
+    item_reads,
+    leases,
+    migrate,
+    moves,
+    receiving,
+    reviewed,
+)
 from conveyor.ledger import workflows as declarations
+
+# Re-exported: what a Ledger method takes and returns is imported from here by its callers.
+from conveyor.ledger.changes import ItemUpdate as ItemUpdate
+from conveyor.ledger.changes import NewItem as NewItem
+from conveyor.ledger.changes import ReceiveResult as ReceiveResult
+from conveyor.ledger.changes import TransitionResult as TransitionResult
 from conveyor.ledger.connection import describe, resolve_dsn
 from conveyor.ledger.deliveries import Delivery, EarlierBatch, OutboxEntry
-from conveyor.ledger.errors import IllegalTransition, LedgerUnavailable, UnknownItem
-from conveyor.ledger.lookup import filters as _filters
-from conveyor.ledger.lookup import items_query
+from conveyor.ledger.errors import IllegalTransition, LedgerUnavailable
+from conveyor.ledger.hashing import canonical_json as canonical_json
+from conveyor.ledger.hashing import effect_key as _effect_key
+from conveyor.ledger.hashing import hash_text as hash_text
+from conveyor.ledger.hashing import input_hash as input_hash
+from conveyor.ledger.hashing import item_id_for as item_id_for
 from conveyor.ledger.receiving import Route
-from conveyor.ledger.records import ITEM_COLUMNS as _ITEM_COLUMNS
-from conveyor.ledger.records import ITEM_TEXT_COLUMNS, TRANSITION_COLUMNS, items_from_text_rows
-
-# Re-exported: the records a Ledger method returns are imported from here by its callers.
 from conveyor.ledger.records import Item as Item
 from conveyor.ledger.records import TransitionRecord as TransitionRecord
 from conveyor.ledger.reviewed import ReviewDecision
@@ -44,215 +63,6 @@ from conveyor.workflow import Workflow
 CHUNK_SIZE = 10_000
 #: A move of at least twice this many chunks runs in two lanes (see :meth:`Ledger.transition`).
 _MIN_CHUNKS_PER_LANE = 2
-#: Attempts of one chunk's move when concurrent movers of the same items deadlock.
-_DEADLOCK_RETRIES = 5
-
-_UNSET: Any = object()
-
-
-#: One encoder for every call: ``json.dumps`` with options builds a new encoder each time (a
-#: third of the serialisation time of 100k small payloads).
-_ENCODE = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str).encode
-
-
-def canonical_json(value: Any) -> str:
-    """The one JSON spelling of a payload that hashes and compares the same everywhere."""
-    return _ENCODE(value)
-
-
-def hash_text(text: str) -> str:
-    """sha256 of an already canonical JSON text (see :func:`input_hash`)."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def input_hash(payload: Any) -> str:
-    """sha256 of the canonical payload: what the cache and the idempotency checks key on."""
-    return hash_text(canonical_json(payload))
-
-
-def item_id_for(workflow: str, business_key: str) -> str:
-    return f"{workflow}:{business_key}"
-
-
-@dataclass(frozen=True)
-class NewItem:
-    """An item entering the ledger.
-
-    :param business_key: the item's key in the business (PO number, invoice number...).
-    :param payload: the item's data, stored as JSON.
-    :param input_hash: defaults to the hash of the canonical payload.
-    """
-
-    business_key: str
-    payload: Mapping[str, Any]
-    input_hash: str | None = None
-    priority: int = 0
-
-    def hashed(self) -> str:
-        return self.input_hash or input_hash(self.payload)
-
-
-@dataclass(frozen=True)
-class ItemUpdate:
-    """Data written together with a status change; fields left unset keep their value.
-
-    ``reason`` always replaces the previous reason (None clears it). ``detail`` is not item data: it
-    is written on the move's audit row (``conveyor.transitions.detail``, e.g. a correction's diff).
-    """
-
-    reason: str | None = None
-    ai_result: Any = _UNSET
-    confidence: float | None = None
-    last_error: str | None = None
-    payload: Mapping[str, Any] | None = None
-    review_target: str | None = None
-    add_attempts: int = 0
-    detail: Mapping[str, Any] | None = None
-
-
-@dataclass
-class ReceiveResult:
-    """What :meth:`Ledger.receive` did with each business key."""
-
-    inserted: list[str] = field(default_factory=list)
-    #: already in the ledger with the same input (a re-run): nothing changed
-    unchanged: list[str] = field(default_factory=list)
-    #: already in the ledger with different input: item id -> (its run, its status)
-    conflicts: dict[str, tuple[str, str]] = field(default_factory=dict)
-    #: the same business key more than once in this batch (the first occurrence was kept)
-    duplicates: list[str] = field(default_factory=list)
-
-
-@dataclass
-class TransitionResult:
-    """Which items moved and where the others are."""
-
-    moved: list[str] = field(default_factory=list)
-    #: item id -> its current status (None when the item does not exist)
-    not_moved: dict[str, str | None] = field(default_factory=dict)
-
-    def __bool__(self) -> bool:
-        return bool(self.moved)
-
-
-# Optional per-item data of a move: (name, SQL array type, value of an ItemUpdate or None to keep,
-# SET clause). A column travels to the server only when some item of the chunk sets it, so the
-# common bulk move (ids only) stays a lean statement.
-_OPTIONAL_FIELDS: tuple[tuple[str, str, Callable[[ItemUpdate], Any], str], ...] = (
-    (
-        "ai_result",
-        "text",
-        lambda u: None if u.ai_result is _UNSET else canonical_json(u.ai_result),
-        "ai_result = COALESCE(src.ai_result::jsonb, i.ai_result)",
-    ),
-    ("confidence", "float8", lambda u: u.confidence, "confidence = COALESCE(src.confidence, i.confidence)"),
-    ("last_error", "text", lambda u: u.last_error, "last_error = COALESCE(src.last_error, i.last_error)"),
-    (
-        "payload",
-        "text",
-        lambda u: None if u.payload is None else canonical_json(u.payload),
-        "payload = COALESCE(src.payload::jsonb, i.payload), input_hash = CASE WHEN src.payload IS NULL"
-        " THEN i.input_hash ELSE encode(sha256(convert_to(src.payload, 'UTF8')), 'hex') END",
-    ),
-    ("review_target", "text", lambda u: u.review_target, "review_target = src.review_target"),
-    ("add_attempts", "int", lambda u: u.add_attempts or None, "attempts = i.attempts + COALESCE(src.add_attempts, 0)"),
-    ("reason", "text", lambda u: u.reason, "reason = src.reason"),
-)
-
-
-def _move_statement(fields: Sequence[str], *, from_one: bool, versioned: bool = False) -> str:
-    """The guarded move of one chunk, and the audit rows of the items it moved.
-
-    :param from_one: every item must hold the one status ``%(from_status)s``. The move is then a
-        plain guarded UPDATE, and the audit row's from-status is that status. Otherwise (several
-        from-statuses) the rows are first locked in one global order, to read each one's status.
-    :param versioned: items of the workflow versions in ``%(blocked_versions)s`` (whose chain does
-        not allow this move) are left where they are.
-    """
-    columns = ["item_id", *fields]
-    if fields:
-        # Per-item data travels as one JSON document (see _move_data): one parameter the server
-        # parses in C, instead of an array per field that the client escapes element by element.
-        rows = f"jsonb_to_recordset(%(data)s::jsonb) AS u({', '.join(f'{c} {_TYPES[c]}' for c in columns)})"
-    else:
-        rows = "unnest(%(item_id)s::text[]) AS u(item_id)"
-    sets = [clause for name, _, _, clause in _OPTIONAL_FIELDS if name in fields]
-    if "review_target" not in fields:
-        sets.append("review_target = NULL")
-    if "reason" not in fields:
-        sets.append("reason = %(reason)s")
-    audit_reason = "reason" if "reason" in fields else "%(reason)s"
-    audit_detail = "detail::jsonb" if "detail" in fields else "NULL::jsonb"
-    returned = "".join(f", src.{name}" for name in ("reason", "detail") if name in fields)
-    update = f"""
-    UPDATE conveyor.items i SET
-        status = %(to_status)s,
-        updated_at = now(),
-        stage_times = CASE WHEN i.stage_times ? %(to_status)s THEN i.stage_times
-                           ELSE i.stage_times || jsonb_build_object(%(to_status)s::text, now()) END,
-        {", ".join(sets)}"""
-    # The ids drive the statement: each one is looked up by primary key. The guard (workflow,
-    # from-statuses) travels as columns of a materialized CTE, so the planner cannot estimate the
-    # items "in status X" from statistics taken before a new run's items arrived: with 2M old items
-    # that estimate is ~1 row and picks a nested loop rescanning all the ids for every item
-    # (20 s for 10k ids instead of 0.1 s; see tests/ledger/test_plans.py).
-    given = f"""src AS MATERIALIZED (
-    SELECT u.*, %(workflow)s::text AS want_workflow, %(from_statuses)s::text[] AS want_statuses
-    FROM {rows}
-)"""
-    version_guard = (
-        " AND (i.workflow_version IS NULL OR i.workflow_version <> ALL(%(blocked_versions)s::int[]))"
-        if versioned else ""
-    )
-    if from_one:
-        # Concurrent movers of the same items cannot corrupt them: each waits for the other's row
-        # lock, then re-checks the guard on the row as committed. They may deadlock (they lock in
-        # their plans' orders); the loser is rolled back by the server and the caller retries it
-        # with the ordered statement below.
-        return f"""
-WITH {given}, moved AS ({update}
-    FROM src
-    WHERE i.item_id = src.item_id AND i.workflow = src.want_workflow AND i.status = src.want_statuses[1]{version_guard}
-    RETURNING i.item_id, i.run_id{returned}
-)
-INSERT INTO conveyor.transitions (item_id, run_id, workflow, from_status, to_status, actor, reason, detail)
-SELECT item_id, run_id, %(workflow)s, %(from_status)s, %(to_status)s, %(actor)s, {audit_reason}, {audit_detail}
-FROM moved
-RETURNING item_id
-"""
-    return f"""
-WITH {given}, locked AS (
-    SELECT i.status AS old_status, src.*
-    FROM src JOIN conveyor.items i
-      ON i.item_id = src.item_id AND i.workflow = src.want_workflow AND i.status = ANY(src.want_statuses){version_guard}
-    ORDER BY i.item_id  -- one global lock order: concurrent movers queue, they never deadlock
-    FOR UPDATE OF i
-), moved AS ({update}
-    FROM locked src
-    WHERE i.item_id = src.item_id
-    RETURNING i.item_id, i.run_id, src.old_status{returned}
-)
-INSERT INTO conveyor.transitions (item_id, run_id, workflow, from_status, to_status, actor, reason, detail)
-SELECT item_id, run_id, %(workflow)s, old_status, %(to_status)s, %(actor)s, {audit_reason}, {audit_detail}
-FROM moved
-RETURNING item_id
-"""
-
-
-def _move_data(item_ids: Sequence[str], columns: Mapping[str, Sequence[Any]]) -> str:
-    """The per-item data of a move as one JSON array of objects (for ``jsonb_to_recordset``)."""
-    from conveyor.ledger.values import check_json_text
-
-    names = ["item_id", *columns]
-    rows = [dict(zip(names, values, strict=True)) for values in zip(item_ids, *columns.values(), strict=True)]
-    text = json.dumps(rows, ensure_ascii=False, separators=(",", ":"))
-    if "\\u0000" in text or "NaN" in text or "Infinity" in text:  # rare: name the item at fault
-        for row in rows:
-            check_json_text(json.dumps(row, ensure_ascii=False), row, item_id=row["item_id"])
-    return text
-
-
-_TYPES = {"item_id": "text", "detail": "text", **{name: kind for name, kind, _, _ in _OPTIONAL_FIELDS}}
 
 
 class Ledger:
@@ -410,7 +220,7 @@ class Ledger:
                 else:
                     given[item_id] = item
             with self.connect() as conn:
-                for chunk in _chunks(list(given.items()), receiving.CHUNK_ROWS):
+                for chunk in moves.chunks(list(given.items()), receiving.CHUNK_ROWS):
                     # Rows are made as the COPY streams them: the server inserts one part while
                     # the next is serialised (each payload once: stored and hashed).
                     rows = receiving.LazyRows(chunk, canonical_json, hash_text)
@@ -448,7 +258,7 @@ class Ledger:
                     detail=route.detail,
                 )
             for to_status, updates in by_status.items():
-                self._move_chunk(conn, flow, list(updates), updates, [flow.first], to_status, actor, None)
+                moves.move_chunk(conn, flow, list(updates), updates, [flow.first], to_status, actor, None)
 
     def transition(
         self,
@@ -494,7 +304,7 @@ class Ledger:
         else:
             froms = sorted({f for f, t in flow.transitions if t == target})
         blocked = self._blocked_versions(flow, froms, target)
-        chunks = list(_chunks(ids, CHUNK_SIZE))
+        chunks = list(moves.chunks(ids, CHUNK_SIZE))
         if not atomic and explicit and not blocked and len(chunks) >= 2 * _MIN_CHUNKS_PER_LANE:
             # No item can make this call illegal (the statuses were checked above) and the caller
             # repeats it until done: two lanes keep two server processes moving (a move of 100k
@@ -528,11 +338,11 @@ class Ledger:
         result = TransitionResult()
         with self.connect() as conn, conn.transaction():
             for chunk in chunks:
-                moved = self._move_chunk(conn, flow, chunk, updates, froms, target, actor, reason, blocked)
+                moved = moves.move_chunk(conn, flow, chunk, updates, froms, target, actor, reason, blocked)
                 result.moved.extend(moved)
                 missing = [item_id for item_id in chunk if item_id not in moved]
                 if missing:
-                    current = self._current_statuses(conn, missing)
+                    current = moves.current_statuses(conn, missing)
                     bad: dict[str, str] = {}
                     if not explicit:
                         bad = {i: s for i, s in current.items() if s is not None and not flow.allows(s, target)}
@@ -552,67 +362,6 @@ class Ledger:
             for version, older in self.workflow_versions(flow.name).items()
             if version != flow.version and any(not older.allows(f, target) for f in froms)
         ]
-
-    def _move_chunk(
-        self,
-        conn: psycopg.Connection,
-        flow: Workflow,
-        chunk: Sequence[str],
-        updates: Mapping[str, ItemUpdate] | None,
-        froms: Sequence[str],
-        target: str,
-        actor: str,
-        reason: str | None,
-        blocked: Sequence[int] = (),
-    ) -> set[str]:
-        params: dict[str, Any] = {
-            "item_id": list(chunk),
-            "from_statuses": [str(status) for status in froms],
-            "from_status": str(froms[0]),
-            "to_status": target,
-            "workflow": flow.name,
-            "actor": actor,
-            "reason": reason,
-            "blocked_versions": list(blocked),
-        }
-        fields = []
-        if updates is not None:  # per-item data travels only when some item of the chunk sets it
-            chunk_updates = [updates[item_id] for item_id in chunk]
-            for name, _, value_of, _ in _OPTIONAL_FIELDS:
-                values = [value_of(update) for update in chunk_updates]
-                if name == "reason" and len(set(values)) == 1:
-                    params["reason"] = values[0]  # one reason for the whole chunk: a scalar
-                elif any(v is not None for v in values):
-                    fields.append(name)
-                    params[name] = values
-            details = [None if u.detail is None else canonical_json(u.detail) for u in chunk_updates]
-            if any(d is not None for d in details):  # audit data only: no column of the item
-                fields.append("detail")
-                params["detail"] = details
-        if fields:
-            params["data"] = _move_data(chunk, {name: params.pop(name) for name in fields})
-        statement = _move_statement(fields, from_one=len(froms) == 1, versioned=bool(blocked))
-        for attempt in range(_DEADLOCK_RETRIES):
-            try:
-                with conn.transaction():  # a savepoint: a lost deadlock undoes this statement only
-                    rows = conn.execute(statement, params).fetchall()
-                return {row[0] for row in rows}
-            except psycopg.errors.DeadlockDetected:
-                # A concurrent mover of the same items locked them in another order and won; go on
-                # in the global lock order (its moves are then seen and not repeated).
-                if attempt + 1 == _DEADLOCK_RETRIES:
-                    raise
-                statement = _move_statement(fields, from_one=False, versioned=bool(blocked))
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    @staticmethod
-    def _current_statuses(conn: psycopg.Connection, item_ids: Sequence[str]) -> dict[str, str | None]:
-        found: dict[str, str] = dict(
-            conn.execute(
-                "SELECT item_id, status FROM conveyor.items WHERE item_id = ANY(%s)", (list(item_ids),)
-            ).fetchall()
-        )
-        return {item_id: found.get(item_id) for item_id in item_ids}
 
     # -- change notifications ----------------------------------------------------------------
 
@@ -688,44 +437,20 @@ class Ledger:
         must make the effect itself idempotent on the key (see :meth:`effect_key`).
         """
         with self.connect() as conn:
-            conn.execute(
-                "INSERT INTO conveyor.effects (item_id, step, claimed_by)"
-                " SELECT unnest(%s::text[]), %s, %s ON CONFLICT (item_id, step) DO NOTHING",
-                (list(item_ids), step, actor),
-            )
-            rows = conn.execute(
-                "SELECT item_id FROM conveyor.effects WHERE step = %s AND item_id = ANY(%s) AND state <> 'done'",
-                (step, list(item_ids)),
-            ).fetchall()
-        return [r[0] for r in rows]
+            return effects.claim(conn, step, item_ids, actor)
 
     def complete_effects(self, step: str, results: Mapping[str, Any]) -> int:
         """Mark the (item, step) keys done with their results; returns how many were open."""
         with self.connect() as conn:
-            cur = conn.execute(
-                "UPDATE conveyor.effects e SET state = 'done', completed_at = now(), result = r.result::jsonb"
-                " FROM unnest(%s::text[], %s::text[]) AS r(item_id, result)"
-                " WHERE e.item_id = r.item_id AND e.step = %s AND e.state <> 'done'",
-                (list(results), [canonical_json(v) for v in results.values()], step),
-            )
-            return cur.rowcount
+            return effects.complete(conn, step, results)
 
     def effects(self, step: str, item_ids: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
         """The recorded effects of a step (item id -> state, result, times)."""
-        query = (
-            "SELECT item_id, state, result, claimed_by, claimed_at, completed_at FROM conveyor.effects WHERE step = %s"
-        )
-        params: list[Any] = [step]
-        if item_ids is not None:
-            query += " AND item_id = ANY(%s)"
-            params.append(list(item_ids))
-        with self.connect() as conn, conn.cursor(row_factory=dict_row) as cur:
-            return {row.pop("item_id"): row for row in cur.execute(query, params).fetchall()}
+        with self.connect() as conn:
+            return effects.read(conn, step, item_ids)
 
-    @staticmethod
-    def effect_key(item_id: str, step: str) -> str:
-        """A stable idempotency key for an external system (payment API, mail server)."""
-        return hashlib.sha256(f"{item_id}\x00{step}".encode()).hexdigest()[:32]
+    #: A stable idempotency key for an external system (payment API, mail server).
+    effect_key = staticmethod(_effect_key)
 
     # -- step leases (sharded steps) ---------------------------------------------------------
 
@@ -779,32 +504,20 @@ class Ledger:
     ) -> None:
         """Record what a step made of a whole input batch (one row per workflow, run and step)."""
         with self.connect() as conn:
-            conn.execute(
-                """
-                INSERT INTO conveyor.batches (workflow, run_id, step, status, source, input_hash, reason, detail)
-                VALUES (%s, %s, %s, %s, %s, %s, %s, %s::jsonb)
-                ON CONFLICT (workflow, run_id, step) DO UPDATE SET
-                    status = EXCLUDED.status, source = EXCLUDED.source, input_hash = EXCLUDED.input_hash,
-                    reason = EXCLUDED.reason, detail = EXCLUDED.detail, updated_at = now()
-                """,
-                (workflow, run_id, step, status, source, input_hash, reason, canonical_json(detail or {})),
+            batches.record(
+                conn, workflow, run_id, step, status=status, source=source, input_hash=input_hash, reason=reason,
+                detail=detail,
             )
 
     def get_batch(self, workflow: str, run_id: str, step: str) -> dict[str, Any] | None:
-        with self.connect() as conn, conn.cursor(row_factory=dict_row) as cur:
-            return cur.execute(
-                "SELECT * FROM conveyor.batches WHERE workflow = %s AND run_id = %s AND step = %s",
-                (workflow, run_id, step),
-            ).fetchone()
+        """The batch row the step recorded in the run, or None."""
+        with self.connect() as conn:
+            return batches.read(conn, workflow, run_id, step)
 
     def rejected_batches(self, workflow: str, run_id: str) -> list[dict[str, Any]]:
         """The run's batches a gate rejected (``quarantined``) or refused as a repeat, with their reasons."""
-        with self.connect() as conn, conn.cursor(row_factory=dict_row) as cur:
-            return cur.execute(
-                "SELECT step, status, source, reason, updated_at FROM conveyor.batches"
-                " WHERE workflow = %s AND run_id = %s AND status IN ('quarantined', 'repeated') ORDER BY step",
-                (workflow, run_id),
-            ).fetchall()
+        with self.connect() as conn:
+            return batches.rejected(conn, workflow, run_id)
 
     def accepted_elsewhere(self, workflow: str, step: str, input_hash: str, run_id: str) -> EarlierBatch | None:
         """The first other run whose gate ``step`` accepted an input with this hash (a re-sent file)."""
@@ -830,33 +543,18 @@ class Ledger:
 
     def get(self, item_id: str) -> Item:
         """One item; raises :class:`UnknownItem`."""
-        with self.connect() as conn, conn.cursor(row_factory=dict_row) as cur:
-            row = cur.execute(f"SELECT {_ITEM_COLUMNS} FROM conveyor.items WHERE item_id = %s", (item_id,)).fetchone()
-        if row is None:
-            raise UnknownItem(item_id)
-        return Item(**row)
+        with self.connect() as conn:
+            return item_reads.get(conn, item_id)
 
     def items_by_id(self, item_ids: Sequence[str]) -> list[Item]:
         """The items with these ids (those that exist), each looked up by key."""
-        with self.connect() as conn, conn.cursor(row_factory=dict_row) as cur:
-            rows = cur.execute(
-                f"SELECT {_ITEM_COLUMNS} FROM conveyor.items WHERE item_id = ANY(%s)", (list(item_ids),)
-            ).fetchall()
-        return [Item(**row) for row in rows]
+        with self.connect() as conn:
+            return item_reads.by_id(conn, item_ids)
 
     def history(self, item_id: str) -> list[TransitionRecord]:
         """Every transition of an item, oldest first; raises :class:`UnknownItem`."""
-        with self.connect() as conn, conn.cursor(row_factory=dict_row) as cur:
-            rows = cur.execute(
-                f"SELECT {TRANSITION_COLUMNS} FROM conveyor.transitions WHERE item_id = %s ORDER BY id",
-                (item_id,),
-            ).fetchall()
-            if (
-                not rows
-                and cur.execute("SELECT 1 FROM conveyor.items WHERE item_id = %s", (item_id,)).fetchone() is None
-            ):
-                raise UnknownItem(item_id)
-        return [TransitionRecord(**row) for row in rows]
+        with self.connect() as conn:
+            return item_reads.history(conn, item_id)
 
     def latest_moves(
         self, item_ids: Sequence[str], *, to_status: str | Sequence[str] | None = None
@@ -870,14 +568,8 @@ class Ledger:
         """
         if not item_ids:
             return {}
-        query = f"SELECT DISTINCT ON (item_id) {TRANSITION_COLUMNS} FROM conveyor.transitions WHERE item_id = ANY(%s)"
-        params: list[Any] = [list(item_ids)]
-        if to_status is not None:
-            query += " AND to_status = ANY(%s)"
-            params.append(list(as_statuses(to_status)))
-        query += " ORDER BY item_id, id DESC"
-        with self.connect() as conn, conn.cursor(row_factory=dict_row) as cur:
-            return {row["item_id"]: TransitionRecord(**row) for row in cur.execute(query, params).fetchall()}
+        with self.connect() as conn:
+            return item_reads.latest_moves(conn, item_ids, to_status)
 
     def items(
         self,
@@ -889,41 +581,22 @@ class Ledger:
         offset: int = 0,
     ) -> list[Item]:
         """Items matching every filter given, newest first."""
-        query, params = items_query(
-            workflow=workflow, run_id=run_id, status=status, limit=limit, offset=offset, columns=ITEM_TEXT_COLUMNS
-        )
-        # Plain tuples (a dict per row costs a tenth of a 100k-item read), JSON parsed in bulk.
         with self.connect() as conn:
-            return items_from_text_rows(conn.execute(query, params).fetchall())
+            return item_reads.matching(
+                conn, workflow=workflow, run_id=run_id, status=status, limit=limit, offset=offset
+            )
 
     def count_by_status(self, *, workflow: str | None = None, run_id: str | None = None) -> dict[str, int]:
-        where, params = _filters(workflow, run_id, None)
+        """status -> items (of the workflow and run, when given)."""
         with self.connect() as conn:
-            rows = conn.execute(
-                f"SELECT status, count(*) FROM conveyor.items{where} GROUP BY status ORDER BY status", params
-            ).fetchall()
-        return {status: count for status, count in rows}
+            return item_reads.count_by_status(conn, workflow, run_id)
 
     def counts_by_workflow(self, run_id: str, *, workflow: str | None = None) -> dict[str, dict[str, int]]:
         """workflow -> status -> items of the run (a run id can be shared by several workflows' DAGs)."""
-        where, params = _filters(workflow, run_id, None)
         with self.connect() as conn:
-            rows = conn.execute(
-                f"SELECT workflow, status, count(*) FROM conveyor.items{where} GROUP BY 1, 2", params
-            ).fetchall()
-        out: dict[str, dict[str, int]] = {}
-        for name, status, count in rows:
-            out.setdefault(name, {})[status] = count
-        return out
+            return item_reads.counts_by_workflow(conn, run_id, workflow)
 
     def item_ids(self, *, workflow: str, run_id: str, status: str | Sequence[str]) -> list[str]:
         """Just the ids (cheap): what a step works on."""
-        where, params = _filters(workflow, run_id, status)
         with self.connect() as conn:
-            rows = conn.execute(f"SELECT item_id FROM conveyor.items{where} ORDER BY item_id", params).fetchall()
-        return [r[0] for r in rows]
-
-
-def _chunks(seq: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
-    for start in range(0, len(seq), size):
-        yield seq[start : start + size]
+            return item_reads.ids_in(conn, workflow, run_id, status)

@@ -19,7 +19,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from conveyor.ledger import monitoring_state as state_rows
-from conveyor.ledger.store import Ledger, canonical_json
+from conveyor.ledger.hashing import canonical_json
+from conveyor.ledger.store import Ledger
 from conveyor.monitoring.alert_model import Alert
 
 

@@ -23,6 +23,12 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
         "string",
         "The Airflow connection (Postgres) of the item ledger.",
     ),
+    "ledger_pool_size": (
+        "4",
+        "integer",
+        "Idle connections to the ledger each process keeps for its next use (the API server, the "
+        "triggerer, a task's chunks); 0 opens and closes a connection for every use.",
+    ),
     "ledger_reconnect_seconds": (
         "30",
         "integer",

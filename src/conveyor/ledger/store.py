@@ -34,6 +34,7 @@ from conveyor.ledger import (
     leases,
     migrate,
     moves,
+    pool,
     receiving,
     reviewed,
 )
@@ -116,20 +117,28 @@ class Ledger:
     def connect(self) -> Iterator[psycopg.Connection]:
         """A connection to the ledger; commits on success, rolls back on error.
 
-        A connection lost inside the block (the server restarted or crashed) raises
-        :class:`LedgerUnavailable`, the ledger's one error for "away, try again later"; whatever the
-        transaction had done is rolled back by the server.
+        The connection is one of this process's idle ones when one answers (see
+        :mod:`conveyor.ledger.pool`), and goes back to them after a clean end. A connection lost
+        inside the block (the server restarted or crashed) raises :class:`LedgerUnavailable`, the
+        ledger's one error for "away, try again later"; whatever the transaction had done is
+        rolled back by the server.
         """
-        conn = self._open()
+        conn = pool.checkout(self.dsn, self.application_name, self._open)
         try:
-            with conn:
+            try:
                 yield conn
+            except BaseException:
+                if not conn.closed and not conn.broken:
+                    conn.rollback()  # what ``with conn:`` did, but the connection stays open
+                raise
+            conn.commit()
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            conn.close()
             raise LedgerUnavailable(
                 f"lost the ledger database at {describe(self.dsn)}: {faults.first_line(exc)}"
             ) from exc
         finally:
-            conn.close()
+            pool.checkin(self.dsn, self.application_name, conn)
 
     def upgrade(self, target: int | None = None) -> list[str]:
         """Apply pending schema migrations; returns the names applied (empty when up to date)."""

@@ -25,14 +25,11 @@ def workflow_parts(workflow: str | Workflow) -> tuple[str, Workflow | None]:
 
 def open_ledger(conn_id: str | None, declaration: Workflow | None, context: Context | None) -> Ledger:
     """The ledger, with the workflow's declaration stored in it (once per process and version)."""
-    from conveyor import config
-    from conveyor.ledger import Ledger
     from conveyor.ledger.actors import task_actor
+    from conveyor.ledger.hook import LedgerHook
 
-    # A task rides out a short ledger restart instead of failing a try for it.
-    ledger = Ledger(
-        conn_id=conn_id or config.ledger_conn_id(), reconnect_seconds=config.get_int("ledger_reconnect_seconds")
-    )
+    # A task rides out a short ledger restart instead of failing a try for it (the hook's default).
+    ledger = LedgerHook(conn_id).get_ledger()
     if declaration is not None:
         ledger.declare(declaration, actor=task_actor(context) if context is not None else None)
     return ledger

@@ -21,6 +21,10 @@ def get_provider_info() -> dict[str, Any]:
         "description": "Guardrails around the AI steps of business workflows: validation gate, checked AI step, "
         "per-item review queue, item ledger, monitoring.",
         "versions": [__version__],
+        # The ledger's connection type: the connection form's fields and its Test button.
+        "connection-types": [
+            {"connection-type": "conveyor_ledger", "hook-class-name": "conveyor.ledger.hook.LedgerHook"}
+        ],
         "config": {
             SECTION: {
                 "description": "Conveyor: where the item ledger and the workflows' files live.",

@@ -85,8 +85,11 @@ def airflow_uri_to_dsn(uri: str) -> str:
         base = f"postgresql://{auth}{netloc_host}{port}/{db}"
         return f"{base}?{urlencode(query)}" if query else base
     parts = urlsplit(uri)
-    if parts.scheme not in {"postgres", "postgresql"}:
-        raise LedgerUnavailable(f"connection {CONN_ID!r} must be a postgres URI, got scheme {parts.scheme!r}")
+    # Airflow writes a connection of type conveyor_ledger as conveyor-ledger://
+    if parts.scheme not in {"postgres", "postgresql", "conveyor-ledger", "conveyor_ledger"}:
+        raise LedgerUnavailable(
+            f"connection {CONN_ID!r} must be a postgres (or conveyor_ledger) connection, got scheme {parts.scheme!r}"
+        )
     pairs = [(k, v) for k, v in parse_qsl(parts.query) if k not in _AIRFLOW_ONLY_KEYS]
     netloc = parts.netloc
     host = unquote(parts.hostname or "") if parts.hostname else ""

@@ -94,6 +94,10 @@ class Ledger:
     def __repr__(self) -> str:
         return f"Ledger({describe(self.dsn)})"
 
+    def open_connection(self) -> psycopg.Connection:
+        """A new connection of the caller's own, outside the pool (the caller closes it)."""
+        return self._open()
+
     def _open(self) -> psycopg.Connection:
         """A new connection; while the server refuses (restarting, recovering from a crash) it is
         tried again for up to ``reconnect_seconds``, so a task rides out a short restart."""

@@ -50,7 +50,9 @@ _PAGE_HEADERS = {
 @lru_cache(maxsize=1)
 def get_ledger() -> Ledger:
     """The ledger (connection ``conveyor_ledger``), resolved once per process."""
-    return Ledger(application_name="conveyor-api")
+    from conveyor.ledger.hook import LedgerHook
+
+    return LedgerHook(application_name="conveyor-api", reconnect_seconds=0).get_ledger()
 
 
 LedgerDep = Annotated[Ledger, Depends(get_ledger)]

@@ -29,7 +29,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
 from pydantic import BaseModel, Field
 
 from conveyor.ledger.errors import LedgerUnavailable, UnknownItem
-from conveyor.ledger.store import Item, Ledger, TransitionRecord
+from conveyor.ledger.store import Item, TransitionRecord
 from conveyor.review.auth import CurrentUser, permitted_workflows, require_dag_access
 from conveyor.review.cards import checks_of
 from conveyor.review.claims import ReviewClaims
@@ -205,9 +205,12 @@ class DecisionOut(BaseModel):
 
 
 def get_queue() -> ReviewQueue:
-    """The review queue over the ledger connection ``conveyor_ledger``."""
+    """The review queue over the ledger connection ``conveyor_ledger`` (the process's pooled connections)."""
+    from conveyor.ledger.hook import LedgerHook
+
     try:
-        return ReviewQueue(Ledger(application_name="conveyor-api"))
+        # The API answers a person at once: a 503 with Retry-After rather than a wait on a restart.
+        return ReviewQueue(LedgerHook(application_name="conveyor-api", reconnect_seconds=0).get_ledger())
     except LedgerUnavailable as exc:
         from conveyor.review.webapp import RETRY_AFTER_SECONDS
 

@@ -148,14 +148,9 @@ class HumanReviewSensor(BaseSensorOperator):
     # -- waiting -----------------------------------------------------------------------------
 
     def _ledger(self) -> Ledger:
-        from conveyor import config
-        from conveyor.ledger.store import Ledger
+        from conveyor.ledger.hook import LedgerHook
 
-        return Ledger(
-            conn_id=self.conn_id,
-            application_name=f"conveyor-sensor:{self.task_id}",
-            reconnect_seconds=config.get_int("ledger_reconnect_seconds"),
-        )
+        return LedgerHook(self.conn_id, application_name=f"conveyor-sensor:{self.task_id}").get_ledger()
 
     def _pending(self) -> int:
         from conveyor.review.run_state import pending_count

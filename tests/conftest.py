@@ -53,6 +53,9 @@ os.environ.update(
         "AIRFLOW_CONN_CONVEYOR_LEDGER": postgres.airflow_conn_uri_for(LEDGER_DB),
         "CONVEYOR_HOME": str(_TMP / "conveyor"),
         "AIRFLOW__CONVEYOR__INCLUDE_FOLDER": str(REPO / "include"),
+        # Five workers, three stacks and the API servers share one server's max_connections (100):
+        # one idle ledger connection per process and database is the reuse the tests need.
+        "AIRFLOW__CONVEYOR__LEDGER_POOL_SIZE": "1",
     }
 )
 for _name in ("CONVEYOR_LEDGER_DSN", "AIRFLOW__CONVEYOR__STORAGE_BASE", "AIRFLOW__CONVEYOR__STORAGE_CONN_ID"):
@@ -84,6 +87,16 @@ def truncate_ledger(dsn: str) -> None:
             conn.execute("TRUNCATE " + ", ".join(f"conveyor.{t}" for t in tables) + " RESTART IDENTITY")
         # The invoice example's stand-in ERP lives in the same database.
         conn.execute("DROP SCHEMA IF EXISTS example_erp CASCADE")
+
+
+@pytest.fixture(autouse=True)
+def _no_idle_ledger_connections_left() -> Iterator[None]:
+    """Each test's idle ledger connections are closed after it: a database a test made can be
+    dropped, and the server's connection slots are not held by tests that are over."""
+    yield
+    from conveyor.ledger import pool
+
+    pool.clear()
 
 
 @pytest.fixture

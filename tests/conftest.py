@@ -53,9 +53,6 @@ os.environ.update(
         "AIRFLOW_CONN_CONVEYOR_LEDGER": postgres.airflow_conn_uri_for(LEDGER_DB),
         "CONVEYOR_HOME": str(_TMP / "conveyor"),
         "AIRFLOW__CONVEYOR__INCLUDE_FOLDER": str(REPO / "include"),
-        # Five workers, three stacks and the API servers share one server's max_connections (100):
-        # one idle ledger connection per process and database is the reuse the tests need.
-        "AIRFLOW__CONVEYOR__LEDGER_POOL_SIZE": "1",
     }
 )
 for _name in ("CONVEYOR_LEDGER_DSN", "AIRFLOW__CONVEYOR__STORAGE_BASE", "AIRFLOW__CONVEYOR__STORAGE_CONN_ID"):

@@ -24,10 +24,10 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
         "The Airflow connection (Postgres) of the item ledger.",
     ),
     "ledger_pool_size": (
-        "4",
+        "0",
         "integer",
         "Idle connections to the ledger each process keeps for its next use (the API server, the "
-        "triggerer, a task's chunks); 0 opens and closes a connection for every use.",
+        "triggerer, a task's chunks); 0 (the default for now) opens and closes a connection for every use.",
     ),
     "ledger_reconnect_seconds": (
         "30",

@@ -21,7 +21,8 @@ def backend(ledger: Ledger) -> int:
 
 
 @pytest.fixture(autouse=True)
-def _empty_pool() -> Iterator[None]:
+def _empty_pool(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("AIRFLOW__CONVEYOR__LEDGER_POOL_SIZE", "4")  # opt-in: the default is 0 for now
     pool.clear()
     yield
     pool.clear()
@@ -54,7 +55,6 @@ def test_a_connection_left_broken_or_in_autocommit_is_not_handed_on_as_it_is(led
 
 
 def test_the_size_bounds_what_is_kept_and_zero_keeps_nothing(ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AIRFLOW__CONVEYOR__LEDGER_POOL_SIZE", "4")  # the default; the suite runs with 1
     with ledger.connect(), ledger.connect(), ledger.connect():
         pass
     assert pool.idle_count(ledger.dsn, ledger.application_name) == 3

@@ -11,11 +11,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import pendulum
 import pytest
 
 from conveyor.quickstart.api_server import ApiServer
-from conveyor.quickstart.run import ScriptedReviewer, WorkflowRun, deadlines_left_to_the_scheduler, load_dag
+from conveyor.quickstart.run import ScriptedReviewer, WorkflowRun, load_dag, run_dag_test
 from tests.support.api import USERS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -102,9 +101,7 @@ class Runner:
         if people:
             reviewer.start()
         try:
-            with deadlines_left_to_the_scheduler(dag):
-                dag_run = dag.test(logical_date=pendulum.instance(when), run_after=pendulum.instance(when),
-                                   run_conf=conf)
+            dag_run = run_dag_test(dag, when, conf)
         finally:
             if people:
                 reviewer.stop()

@@ -8,11 +8,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import quote, unquote
 
-import pendulum
 import pytest
 from markupsafe import escape
 
 from conveyor.quickstart.api_server import ApiServer
+from conveyor.quickstart.dag_test import run_dag_test
 from conveyor.review.previews import Preview, SignOffPreviews, preview_path, preview_url
 
 WF = "supplier_exceptions"
@@ -38,9 +38,7 @@ def _run_signed_off(api_server: ApiServer, drafts: list[str], monkeypatch) -> tu
     director = ScriptedReviewer(Users(), WorkflowRun(signoff_dag.dag_id, None), run_id, interval=0.5)  # type: ignore[arg-type]
     director.start()
     try:
-        run = signoff_dag.test(
-            logical_date=pendulum.instance(when), run_after=pendulum.instance(when), run_conf={"drafts": drafts}
-        )
+        run = run_dag_test(signoff_dag, when, {"drafts": drafts})
     finally:
         director.stop()
     return run, director
@@ -212,10 +210,7 @@ def test_the_link_opens_the_report_from_the_airflow_uis_required_actions_view(ap
     thread = threading.Thread(target=director, daemon=True)
     thread.start()
     try:
-        run = signoff_dag.test(
-            logical_date=pendulum.instance(when), run_after=pendulum.instance(when),
-            run_conf={"drafts": ["Truck three days late.", "Twelve cartons short."]},
-        )
+        run = run_dag_test(signoff_dag, when, {"drafts": ["Truck three days late.", "Twelve cartons short."]})
     finally:
         stop.set()
         thread.join(timeout=60)

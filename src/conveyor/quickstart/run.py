@@ -17,14 +17,14 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
 from conveyor.ledger.connection import conveyor_home
 from conveyor.quickstart.api_server import ApiServer, running_api_server
+from conveyor.quickstart.dag_test import deadlines_left_to_the_scheduler, run_dag_test
 from conveyor.quickstart.mailbox import local_mailbox
 from conveyor.quickstart.quiet import output_to
 from conveyor.quickstart.reviewer import ScriptedReviewer, WorkflowRun
@@ -32,7 +32,7 @@ from conveyor.quickstart.serve import DEFAULT_PORT, describe_logins, logins
 
 REPO = Path(__file__).resolve().parents[3]
 
-__all__ = ["ScriptedReviewer", "WorkflowRun", "deadlines_left_to_the_scheduler", "load_dag", "main"]
+__all__ = ["ScriptedReviewer", "WorkflowRun", "deadlines_left_to_the_scheduler", "load_dag", "main", "run_dag_test"]
 
 
 def load_dag(dag_id: str, folder: Path) -> Any:
@@ -53,24 +53,6 @@ def load_dag(dag_id: str, folder: Path) -> Any:
     raise LookupError(f"no DAG {dag_id!r} in {folder}")
 
 
-@contextmanager
-def deadlines_left_to_the_scheduler(dag: Any) -> Iterator[None]:
-    """Run ``dag.test()`` without the DAG's Deadline Alerts.
-
-    Airflow 3.3.2's ``dag.test()`` cannot finish a run of a DAG that declares a ``DeadlineAlert``:
-    when the run succeeds, ``DagRun.update_state`` looks the alerts up by id, but the DAG that
-    ``dag.test()`` builds holds them serialized (``psycopg2.ProgrammingError: can't adapt type
-    'dict'``). Deadlines are evaluated by the scheduler, never by ``dag.test()``, so nothing
-    observable is lost; a scheduled run keeps them.
-    """
-    saved = dag.deadline
-    dag.deadline = None
-    try:
-        yield
-    finally:
-        dag.deadline = saved
-
-
 def run_workflow(api: ApiServer, spec: WorkflowRun, folder: Path) -> tuple[Any, ScriptedReviewer]:
     from airflow.models.dagrun import DagRun
     from airflow.utils.types import DagRunType
@@ -81,8 +63,7 @@ def run_workflow(api: ApiServer, spec: WorkflowRun, folder: Path) -> tuple[Any, 
     reviewer = ScriptedReviewer(api, spec, run_id)
     reviewer.start()
     try:
-        with deadlines_left_to_the_scheduler(dag):
-            result = dag.test(logical_date=now, run_after=now, run_conf=spec.conf)
+        result = run_dag_test(dag, now, spec.conf)
     finally:
         reviewer.stop()
     return result, reviewer

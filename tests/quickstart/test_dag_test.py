@@ -1,0 +1,69 @@
+"""run_dag_test: the one way the quickstart and the suite start a bundled run in process, and the
+answered sign-off that Airflow 3.3.2's dag.test() leaves waiting (conveyor.quickstart.dag_test)."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime
+
+import pytest
+
+from conveyor.quickstart.dag_test import AnsweredPromptsResumed, run_dag_test
+
+
+def answer_as_dag_test_loses_it(dag_id: str, task_id: str, stop: threading.Event) -> list[str]:
+    """Wait for ``task_id`` to park, then leave it as dag.test()'s late write does: answered
+    ("Approve", by the director), still in ``awaiting_input``. Returns what it saw."""
+    from airflow.models.hitl import HITLDetail
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils import timezone
+    from airflow.utils.session import create_session
+    from airflow.utils.state import TaskInstanceState
+    from sqlalchemy import select
+
+    seen: list[str] = []
+    while not stop.wait(0.2):
+        with create_session() as session:
+            ti = session.scalars(
+                select(TaskInstance).where(TaskInstance.dag_id == dag_id, TaskInstance.task_id == task_id)
+                .order_by(TaskInstance.start_date.desc()).with_for_update(of=TaskInstance)
+            ).first()
+            if ti is None or ti.state != TaskInstanceState.AWAITING_INPUT:
+                continue
+            detail = session.scalars(select(HITLDetail).where(HITLDetail.ti_id == ti.id)).one()
+            detail.chosen_options = ["Approve"]
+            detail.params_input = {}
+            detail.responded_by = {"id": "admin", "name": "admin"}
+            detail.responded_at = timezone.utcnow()
+            seen.append(f"{ti.task_id} answered, left {ti.state}")
+            return seen
+    return seen
+
+
+@pytest.mark.timeout(300, method="thread")  # a lost answer hangs dag.test(): end the worker, not the suite
+def test_a_sign_off_answered_as_dag_test_overwrites_it_is_resumed_with_the_answer(airflow_db, ledger) -> None:
+    from tests.dag_fixtures.signoff_dags import signoff_dag
+
+    stop = threading.Event()
+    seen: list[str] = []
+    director = threading.Thread(target=lambda: seen.extend(
+        answer_as_dag_test_loses_it(signoff_dag.dag_id, "director_signoff", stop)), daemon=True)
+    director.start()
+    try:
+        run = run_dag_test(signoff_dag, datetime.now(UTC).replace(microsecond=0), {"drafts": ["Truck late."]})
+    finally:
+        stop.set()
+        director.join(timeout=10)
+
+    assert seen == ["director_signoff answered, left awaiting_input"]
+    states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
+    assert run.state == "success", states
+    assert states["director_signoff"] == states["publish_report"] == "success"
+    assert ledger.count_by_status(workflow="supplier_exceptions", run_id=run.run_id) == {"published": 1}
+
+
+def test_nothing_is_resumed_while_no_prompt_was_answered(airflow_db) -> None:
+    from tests.dag_fixtures.signoff_dags import signoff_dag
+
+    resumer = AnsweredPromptsResumed(signoff_dag.dag_id, "manual__never-run")
+    assert resumer.resume_answered() == [] and resumer.resumed == []

@@ -26,13 +26,21 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
+#: Seconds each command took, in the order run (the report's ``seen.seconds``: where a slow smoke spends them).
+SECONDS: dict[str, float] = {}
+
 
 def run(bin_dir: Path, *args: str, env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(bin_dir / args[0]), *args[1:]], env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    started = time.monotonic()
+    try:
+        return subprocess.run([str(bin_dir / args[0]), *args[1:]], env=env, capture_output=True, text=True,
+                              timeout=timeout)
+    finally:
+        SECONDS[" ".join(args[:3]) if args[0] != "python" else "parse the DAGs"] = round(time.monotonic() - started, 1)
 
 
 def todays_notes(project: Path) -> Path:
@@ -69,23 +77,30 @@ def main(project: Path, ledger_uri: str) -> int:
 
     migrate = run(bin_dir, "airflow", "db", "migrate", env=env)
     checks["metadata_db_migrated"] = migrate.returncode == 0
-    plugins = run(bin_dir, "airflow", "plugins", "--output", "json", env=env)
-    listed = [p for p in json.loads(plugins.stdout or "[]") if p.get("name") == "conveyor"]
-    checks["plugin_registered_once"] = len(listed) == 1 and "already registered" not in plugins.stderr
-    providers = run(bin_dir, "airflow", "providers", "list", "--output", "json", env=env)
-    checks["provider_known"] = any(p.get("package_name") == "airflow-provider-conveyor"
-                                   for p in json.loads(providers.stdout or "[]"))
-    option = run(bin_dir, "airflow", "config", "get-value", "conveyor", "ledger_conn_id", env=env)
-    checks["config_section_known"] = option.stdout.strip().splitlines()[-1:] == ["conveyor_ledger"]
-    upgrade = run(bin_dir, "conveyor", "db", "upgrade", env=env)
-    checks["ledger_migrated"] = upgrade.returncode == 0
-
-    parse = run(bin_dir, "python", "-c", (
+    # Once the first command has written airflow.cfg, the checks that only read run side by side.
+    parse_code = (
         "import json, sys; from airflow.dag_processing.dagbag import DagBag; "
         f"sys.path.append({str(project / 'dags')!r}); "
         f"bag = DagBag(dag_folder={str(project / 'dags')!r}); "
         "print(json.dumps({'dags': sorted(bag.dag_ids), 'errors': bag.import_errors}))"
-    ), env=env)
+    )
+    commands = {
+        "plugins": ("airflow", "plugins", "--output", "json"),
+        "providers": ("airflow", "providers", "list", "--output", "json"),
+        "option": ("airflow", "config", "get-value", "conveyor", "ledger_conn_id"),
+        "upgrade": ("conveyor", "db", "upgrade"),
+        "parse": ("python", "-c", parse_code),
+    }
+    with ThreadPoolExecutor(len(commands)) as pool:
+        futures = {name: pool.submit(run, bin_dir, *args, env=env) for name, args in commands.items()}
+    plugins, providers, option, upgrade, parse = (futures[name].result() for name in commands)
+    listed = [p for p in json.loads(plugins.stdout or "[]") if p.get("name") == "conveyor"]
+    checks["plugin_registered_once"] = len(listed) == 1 and "already registered" not in plugins.stderr
+    checks["provider_known"] = any(p.get("package_name") == "airflow-provider-conveyor"
+                                   for p in json.loads(providers.stdout or "[]"))
+    checks["config_section_known"] = option.stdout.strip().splitlines()[-1:] == ["conveyor_ledger"]
+    checks["ledger_migrated"] = upgrade.returncode == 0
+
     parsed = (
         json.loads(parse.stdout.strip().splitlines()[-1]) if parse.returncode == 0 else {"error": parse.stderr[-500:]}
     )
@@ -126,7 +141,7 @@ def main(project: Path, ledger_uri: str) -> int:
     log = (project / "dags-test.log").read_text(errors="replace")
     counts = Ledger().count_by_status(workflow="inspection_notes")
     seen.update({"dag_test_rc": test.returncode, "rejected": rejected, "items": counts,
-                 "dag_test_seconds": round(time.monotonic() - started, 1)})
+                 "seconds": {**SECONDS, "airflow dags test": round(time.monotonic() - started, 1)}})
     checks["dag_runs_end_to_end"] = (test.returncode == 0 and "state=success" in log
                                      and counts.get("published", 0) > 0 and set(counts) <= {"published", "rejected"})
     print(json.dumps({"checks": checks, "seen": seen}))

@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
 
@@ -66,7 +67,7 @@ def project_like_astro(root: Path, wheel: Path) -> Path:
 
 @pytest.mark.timeout(900)  # an install, then a dags test given 8 minutes on a loaded CI machine
 @pytest.mark.parametrize("versions", ["lowest", "highest"])
-def test_the_wheel_runs_a_bundled_workflow_in_a_clean_environment(wheel, tmp_path, versions):
+def test_the_wheel_runs_a_bundled_workflow_in_a_clean_environment(wheel, tmp_path, versions, record_property):
     project = project_like_astro(tmp_path, wheel)
     venv = tmp_path / "venv"
     subprocess.run([str(UV), "venv", "-q", "-p", sys.executable, str(venv)], check=True, timeout=120)
@@ -77,7 +78,9 @@ def test_the_wheel_runs_a_bundled_workflow_in_a_clean_environment(wheel, tmp_pat
         install += ["-r", str(tmp_path / "lowest.txt")]
     else:
         install += ["-c", str(REPO / "constraints.txt")]
+    installing = time.monotonic()
     done = subprocess.run(install, capture_output=True, text=True, timeout=900)
+    record_property("install_seconds", round(time.monotonic() - installing, 1))
     assert done.returncode == 0, done.stderr[-3000:]
     freeze = subprocess.run([str(UV), "pip", "freeze", "--python", str(venv / "bin" / "python")],
                             capture_output=True, text=True, check=True).stdout
@@ -97,6 +100,7 @@ def test_the_wheel_runs_a_bundled_workflow_in_a_clean_environment(wheel, tmp_pat
         postgres.drop_database(dbname)
     assert smoke.stdout.strip(), smoke.stderr[-3000:]
     report = json.loads(smoke.stdout.strip().splitlines()[-1])
+    record_property("smoke_seconds", json.dumps(report["seen"].get("seconds")))  # in --junitxml's report
     failed = [name for name, ok in report["checks"].items() if not ok]
     log = (project / "dags-test.log").read_text(errors="replace")[-6000:] if failed else ""
     # what the smoke saw first, so a truncated message still says why (the log's tail after it)

@@ -2,9 +2,10 @@
 
 A test module is one unit of work, so its module fixtures (a finished run on the native stack, a
 review page with its data) are built once, on one worker. Modules that share an expensive session
-fixture are one unit together (:data:`UNITS`): the stack modules, so one worker starts one stack for
-them. The units that take longest go first (:data:`FIRST`), so that the last one to start is a short
-one; the rest keep pytest-randomly's shuffled order.
+fixture are one unit together: the stack modules (:data:`UNITS`), so one worker starts one stack for
+them, and the API server's, in two units (:data:`API_SERVER_UNITS`). The units that take longest go
+first (:data:`FIRST`), so that the last one to start is a short one; the rest keep pytest-randomly's
+shuffled order.
 
 pytest-xdist's own ``--dist loadgroup`` would do the grouping, but with pytest 9.2 it sets a node
 attribute pytest no longer reads, and the groups are ignored (xdist 3.8); ``loadscope`` with our
@@ -25,27 +26,52 @@ UNITS: dict[str, str] = {
     "tests/deploy/test_intake_names.py": "stack: smoke and intake",
 }
 
+#: The modules that use the session's API server (the ``api_server`` fixture), in two units: every
+#: worker that runs one of them starts an API server of its own (tens of seconds of CPU on a 2-core
+#: machine), so they share out over two workers, not five. Balanced by their measured seconds
+#: (``--durations=0``, 2026-12-04); tests/test_scheduling.py fails when a module is missing here.
+API_SERVER_UNITS: dict[str, str] = {
+    **dict.fromkeys((
+        "tests/dags/test_supplier_exceptions.py",  # 227 s
+        "tests/review/test_review_workday.py",  # 107 s
+        "tests/dags/test_guardrail_measured.py",  # 47 s
+        "tests/review/test_review_in_a_real_run.py",  # 29 s
+        "tests/review/test_web_api.py",  # 8 s
+    ), "API server: suppliers and the review day"),
+    **dict.fromkeys((
+        "tests/dags/test_invoice_processing.py",  # 119 s
+        "tests/review/test_ways_on_in_real_runs.py",  # 56 s
+        "tests/review/test_narrow_run_tab.py",  # 55 s
+        "tests/review/test_decision_contract.py",  # 50 s
+        "tests/review/test_review_page_keys.py",  # 41 s
+        "tests/review/test_web_page.py",  # 29 s
+        "tests/dags/test_inspection_notes.py",  # 28 s
+        "tests/review/test_signoff_preview.py",  # 27 s
+        "tests/review/test_wake_up.py",  # 16 s
+        "tests/review/test_hostile_input.py",  # 6 s
+    ), "API server: invoices and the review page"),
+}
+
 #: Units started before all others, longest first (module path or unit name); measured with
 #: ``./scripts/test --durations=0``.
 FIRST: tuple[str, ...] = (
-    "tests/deploy/test_deployment.py",
     "tests/deploy/test_faults.py",
-    "stack: smoke and intake",
+    "API server: invoices and the review page",
+    "API server: suppliers and the review day",
     "tests/packaging/test_wheel.py",
+    "tests/deploy/test_deployment.py",
+    "stack: smoke and intake",
     "tests/quickstart/test_ui.py",
-    "tests/dags/test_supplier_exceptions.py",
-    "tests/review/test_review_workday.py",
     "tests/deploy/test_init_script.py",
-    "tests/monitoring/test_plans.py",
     "tests/dags/test_integrity.py",
-    "tests/dags/test_invoice_processing.py",
+    "tests/monitoring/test_plans.py",
 )
 
 
 def unit_of(nodeid: str) -> str:
     """The unit of work of a test: its module, or the unit its module belongs to."""
     module = nodeid.split("::", 1)[0]
-    return UNITS.get(module, module)
+    return UNITS.get(module) or API_SERVER_UNITS.get(module, module)
 
 
 def rank(nodeid: str) -> int:

@@ -80,7 +80,7 @@ def test_nul_padding_at_the_end_of_the_file_is_one_row_held_for_a_person(tmp_pat
 
 def test_nan_and_infinite_amounts_are_row_failures_in_csv(tmp_path, airflow_db, ledger, alerts):  # noqa: F811
     rows = records()
-    for position, value in ((3, "NaN"), (4, "inf"), (6, "-Infinity")):
+    for position, value in ((3, "NaN"), (4, "inf"), (6, "-Infinity"), (7, "1e309")):
         rows[position]["amount"] = value
 
     run = gate(write_csv(tmp_path / "amounts.csv", rows))
@@ -90,6 +90,7 @@ def test_nan_and_infinite_amounts_are_row_failures_in_csv(tmp_path, airflow_db, 
         rows[3]["exception_id"]: "failed 1 check: amount 'NaN' is not a finite number",
         rows[4]["exception_id"]: "failed 1 check: amount 'inf' is not a finite number",
         rows[6]["exception_id"]: "failed 1 check: amount '-Infinity' is not a finite number",
+        rows[7]["exception_id"]: "failed 1 check: amount '1e309' is not a finite number",
     }
 
 
@@ -194,3 +195,19 @@ def test_a_surplus_field_is_named_with_its_line_also_in_the_first_data_row(
         f"validation gate rejected the batch: line {line} of comma.csv has 11 fields, the header has 10: "
         "probably a ',' inside an unquoted text field; the file cannot be read reliably, fix the export's quoting"
     )
+
+
+def test_a_report_title_above_the_header_is_named_as_such(tmp_path, airflow_db, ledger, alerts):  # noqa: F811
+    path = tmp_path / "titled.csv"
+    path.write_text("\n".join(["Supplier exceptions - 3 Dec 2026", HEADER, *ROWS]) + "\n", encoding="utf-8")
+
+    run = gate(path)
+
+    assert run.state == "failed"
+    [alert] = alerts()
+    assert alert["error"] == (
+        "validation gate rejected the batch: the first line of titled.csv is not the header: "
+        "'Supplier exceptions - 3 Dec 2026' has 1 field, the next line has 10; remove the title line above the "
+        "header (export the data without a title)"
+    )
+    assert ledger.count_by_status(workflow=WF, run_id=run.run_id) == {}  # nothing taken in from it

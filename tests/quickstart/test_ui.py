@@ -6,9 +6,11 @@ import configparser
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -65,7 +67,10 @@ def test_the_quickstart_ends_with_the_ui_on_its_own_databases(tmp_path):
     the printed credentials over REST, see the quickstart's run, stop it."""
     import httpx
 
-    home = tmp_path / "home"
+    # Its embedded PostgreSQL runs as another user, so its folder must stay reachable for it: not under
+    # pytest's /tmp/pytest-of-root, which any other pytest session starting meanwhile (a developer's
+    # run beside the suite) sets back to 0700, and the server then PANICs at its next checkpoint.
+    home = Path(tempfile.mkdtemp(prefix="conveyor-quickstart-home-"))
     env = _clean_env(tmp_path)
     quickstart = subprocess.run([str(REPO / "scripts" / "quickstart"), "--only", "inspection_notes"],
                                 env={**env, "CONVEYOR_HOME": str(home)}, capture_output=True, text=True,
@@ -109,6 +114,7 @@ def test_the_quickstart_ends_with_the_ui_on_its_own_databases(tmp_path):
         subprocess.run([sys.executable, "-m", "conveyor.quickstart.embedded_db", "--stop"],
                        env={**env, "CONVEYOR_HOME": str(home)}, timeout=120)  # fmt: skip
     assert not (home / "pgdata" / "postmaster.pid").exists()
+    shutil.rmtree(home, ignore_errors=True)
 
 
 def _free_port() -> int:

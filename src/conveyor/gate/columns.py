@@ -83,6 +83,8 @@ def convert(series: pd.Series, spec: ColumnSpec) -> tuple[pd.Series, pd.Series]:
             text = _as_text(series)
             looks_numeric = text.str.fullmatch(_NUMBER).fillna(False).astype(bool)
             converted = pd.to_numeric(text.where(looks_numeric), errors="coerce").astype("float64")
+            # "1e309" is a plain number in form but past a float's range: inf, which no amount is.
+            converted = converted.mask(converted.abs() == float("inf"))
         bad = present & converted.isna()
         if spec.kind == "integer":
             fractional = converted.notna() & (converted % 1 != 0)

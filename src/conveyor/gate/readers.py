@@ -189,6 +189,15 @@ class CsvReader(SourceReader):
                 )
             seen[name] = position
         self.columns = header
+        if record is not None and len(header) == 1 < len(record):
+            # A report title above the header ("Supplier exceptions - 3 Dec 2026"): not a quoting fault.
+            raise BatchRejected(
+                "no_header",
+                f"the first line of {self.path.name} is not the header: {self.header_line[:80]!r} has 1 field, "
+                f"the next line has {len(record)}; remove the title line above the header (export the data "
+                "without a title)",
+                input_hash=self.input_hash,
+            )
         if record is not None and len(record) > len(header):
             # pandas would take the surplus first field as the index and shift every column of every
             # row ("exception_date '467.98' is not a date" 480 times): name the row, as for later ones.

@@ -41,7 +41,7 @@ from conveyor.gate.errors import BatchRejected, InputChanged, RepeatedInput
 from conveyor.gate.failures import RowFailure, error_text, is_missing, reason_for, safe_value, show
 from conveyor.gate.readers import DEFAULT_CHUNK_SIZE, Chunk, SourceReader, reader_for
 from conveyor.gate.results import GateResultStore, GateSummary, ResultRow
-from conveyor.gate.storable import NON_FINITE_TEXT, unstorable_cells
+from conveyor.gate.storable import is_non_finite_text, unstorable_cells
 from conveyor.gate.suites import GateSuite, load_suite
 from conveyor.ledger import Ledger, NewItem, Route
 from conveyor.ledger.receiving import no_gc
@@ -409,8 +409,8 @@ class GateRunner:
     @staticmethod
     def _parse_finding(failure: ParseFailure) -> RowFailure:
         expected = failure.expected
-        if isinstance(failure.value, str) and failure.value.strip().lower() in NON_FINITE_TEXT:
-            expected = "a finite number"  # NaN/inf: a number to Python, never an amount
+        if is_non_finite_text(failure.value):
+            expected = "a finite number"  # NaN/inf/1e309: a number to Python, never an amount
         return RowFailure(
             failure.row,
             PARSE_EXPECTATION,

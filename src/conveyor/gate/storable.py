@@ -9,6 +9,7 @@ made storable (:func:`~conveyor.ledger.values.storable`).
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 from conveyor.gate.failures import RowFailure, row_number, safe_value
@@ -18,8 +19,16 @@ if TYPE_CHECKING:
     import pandas as pd
 
 STORABLE_EXPECTATION = "conveyor_value_storable"
-#: The spellings of non-numbers in text (CSV cells, JSON constants kept as text by the reader).
-NON_FINITE_TEXT = frozenset({"nan", "inf", "+inf", "-inf", "infinity", "+infinity", "-infinity"})
+def is_non_finite_text(value: object) -> bool:
+    """Whether ``value`` is text (a CSV cell, a JSON constant the reader kept as text) that Python
+    reads as NaN or an infinity: ``NaN``, ``inf``, ``-Infinity``, or a number past a float's range
+    (``1e309``)."""
+    if not isinstance(value, str):
+        return False
+    try:
+        return not math.isfinite(float(value))
+    except ValueError:
+        return False
 
 
 def unstorable_cells(frame: pd.DataFrame) -> list[RowFailure]:

@@ -104,7 +104,7 @@ class AnsweredPromptsResumed(threading.Thread):
                 detail = session.scalars(
                     select(HITLDetail).where(HITLDetail.ti_id == ti.id).with_for_update(of=HITLDetail)
                 ).one()
-                event = TriggerEvent(detail.as_resume_event_payload())  # type: ignore[no-untyped-call]
+                event = TriggerEvent(detail.as_resume_event_payload())  # type: ignore[no-untyped-call]  # Airflow leaves TriggerEvent.__init__ untyped
                 handle_event_submit(event, task_instance=ti, session=session)
                 resumed.append(ti.task_id)
         for task_id in resumed:

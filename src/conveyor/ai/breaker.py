@@ -32,36 +32,17 @@ import socket
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
 
 from conveyor.ai.errors import BreakerOpen
+from conveyor.ledger import breaker_state
+from conveyor.ledger.breaker_state import BreakerState as BreakerState
 from conveyor.ledger.store import Ledger
 
 log = logging.getLogger(__name__)
-
-_COLUMNS = "state, failures, opened_at, probe_owner, probe_started_at, last_error, now()"
-
-
-@dataclass(frozen=True)
-class BreakerState:
-    """One reading of an endpoint's breaker."""
-
-    state: str
-    failures: int
-    opened_at: datetime | None
-    probe_owner: str | None
-    probe_started_at: datetime | None
-    last_error: str | None
-    now: datetime
-
-    @classmethod
-    def from_row(cls, row: tuple[Any, ...]) -> BreakerState:
-        return cls(*row)
-
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
@@ -112,10 +93,13 @@ class CircuitBreaker:
     # -- database ----------------------------------------------------------------------------
 
     def _execute(
-        self, sql: str, params: dict[str, Any], local: Callable[[BreakerState], BreakerState | None]
+        self,
+        statement: Callable[[psycopg.Connection], BreakerState | None],
+        local: Callable[[BreakerState], BreakerState | None],
     ) -> BreakerState | None:
-        """Run one breaker statement on the ledger; while the ledger is away, apply ``local`` to this
-        process's own reading instead (see :meth:`_degrade`)."""
+        """Run one breaker statement (a :mod:`conveyor.ledger.breaker_state` function) on the ledger;
+        while the ledger is away, apply ``local`` to this process's own reading instead (see
+        :meth:`_degrade`)."""
         if self._away_until is not None and time.monotonic() < self._away_until:
             return self._degrade(local, None)
         for attempt in (1, 2):
@@ -127,12 +111,8 @@ class CircuitBreaker:
                         application_name="conveyor-breaker",
                         connect_timeout=5,
                     )
-                    self._conn.execute(
-                        "INSERT INTO conveyor.ai_breakers (endpoint) VALUES (%s) ON CONFLICT DO NOTHING",
-                        (self.endpoint,),
-                    )
-                row = self._conn.execute(sql, params).fetchone()
-                state = BreakerState.from_row(row) if row else None
+                    breaker_state.ensure(self._conn, self.endpoint)
+                state = statement(self._conn)
                 if self._away_until is not None:
                     log.warning("The ledger is back: breaker %s is shared again.", self.endpoint)
                     self._away_until = None
@@ -168,67 +148,28 @@ class CircuitBreaker:
 
     def read(self) -> BreakerState:
         """The current state (from the database; this process's own while the ledger is away)."""
-        state = self._execute(
-            f"SELECT {_COLUMNS} FROM conveyor.ai_breakers WHERE endpoint = %(endpoint)s",
-            {"endpoint": self.endpoint},
-            lambda s: s,
-        )
+        state = self._execute(lambda conn: breaker_state.read(conn, self.endpoint), lambda s: s)
         assert state is not None
         return state
 
     def _try_probe(self) -> BreakerState | None:
         """Win the probe of an open breaker whose cool-down is over (or of a stale probe)."""
         return self._execute(
-            f"""
-            UPDATE conveyor.ai_breakers SET state = 'half_open', probe_owner = %(me)s,
-                   probe_started_at = now(), updated_at = now()
-            WHERE endpoint = %(endpoint)s AND (
-                (state = 'open' AND opened_at <= now() - make_interval(secs => %(cooldown)s))
-                OR (state = 'half_open' AND probe_started_at <= now() - make_interval(secs => %(stale)s)))
-            RETURNING {_COLUMNS}
-            """,
-            {
-                "endpoint": self.endpoint,
-                "me": self.owner,
-                "cooldown": self.cooldown,
-                "stale": self.probe_timeout,
-            },
+            lambda conn: breaker_state.try_probe(
+                conn, self.endpoint, me=self.owner, cooldown=self.cooldown, stale=self.probe_timeout
+            ),
             self._local_probe,
         )
 
     def _fail(self, error: str) -> BreakerState | None:
         return self._execute(
-            f"""
-            UPDATE conveyor.ai_breakers SET
-                failures = failures + 1,
-                state = CASE WHEN state = 'half_open' OR (state = 'closed' AND failures + 1 >= %(threshold)s)
-                             THEN 'open' ELSE state END,
-                opened_at = CASE WHEN state = 'half_open'
-                                   OR (state = 'closed' AND failures + 1 >= %(threshold)s)
-                                 THEN now() ELSE opened_at END,
-                probe_owner = CASE WHEN state = 'half_open' THEN NULL ELSE probe_owner END,
-                last_error = %(error)s, updated_at = now()
-            WHERE endpoint = %(endpoint)s
-            RETURNING {_COLUMNS}
-            """,
-            {"endpoint": self.endpoint, "threshold": self.threshold, "error": error[:500]},
+            lambda conn: breaker_state.fail(conn, self.endpoint, threshold=self.threshold, error=error[:500]),
             lambda s: self._local_fail(s, error[:500]),
         )
 
     def _succeed(self) -> BreakerState | None:
         return self._execute(
-            f"""
-            UPDATE conveyor.ai_breakers SET
-                failures = 0,
-                state = CASE WHEN state = 'half_open' THEN 'closed' ELSE state END,
-                opened_at = CASE WHEN state = 'half_open' THEN NULL ELSE opened_at END,
-                probe_owner = NULL, probe_started_at = NULL, updated_at = now()
-            WHERE endpoint = %(endpoint)s AND (
-                (state = 'half_open' AND probe_owner = %(me)s) OR (state = 'closed' AND failures > 0))
-            RETURNING {_COLUMNS}
-            """,
-            {"endpoint": self.endpoint, "me": self.owner},
-            self._local_succeed,
+            lambda conn: breaker_state.succeed(conn, self.endpoint, me=self.owner), self._local_succeed
         )
 
     # -- the same transitions on this process's own state (the ledger away) ------------------

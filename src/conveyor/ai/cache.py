@@ -3,30 +3,16 @@
 The AI step looks every remote call up here first and writes each chunk's new answers here
 before it moves the chunk's items, so a killed, retried or cleared task never sends (nor pays
 for) the same input twice. A changed prompt (its version string or its text) or a changed input
-is a new key and is sent.
+is a new key and is sent. The statements are :mod:`conveyor.ledger.ai_cache`'s.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
-from conveyor.ledger.store import Ledger, canonical_json
-
-
-@dataclass(frozen=True)
-class CachedAnswer:
-    """A parsed answer as stored.
-
-    :param output: the schema-valid output (JSON-ready).
-    :param confidence: its confidence, when the model or method gave one.
-    :param detail: how the confidence was obtained, calls spent.
-    """
-
-    output: dict[str, Any]
-    confidence: float | None
-    detail: dict[str, Any] = field(default_factory=dict)
+from conveyor.ledger import ai_cache
+from conveyor.ledger.ai_cache import CachedAnswer as CachedAnswer
+from conveyor.ledger.store import Ledger
 
 
 class ResultCache:
@@ -45,12 +31,7 @@ class ResultCache:
         if not input_hashes:
             return {}
         with self.ledger.connect() as conn:
-            rows = conn.execute(
-                "SELECT input_hash, output, confidence, detail FROM conveyor.ai_results"
-                " WHERE model = %s AND prompt_version = %s AND input_hash = ANY(%s)",
-                (model, prompt_version, list(set(input_hashes))),
-            ).fetchall()
-        return {h: CachedAnswer(output=o, confidence=c, detail=d or {}) for h, o, c, d in rows}
+            return ai_cache.get_many(conn, model, prompt_version, input_hashes)
 
     def put_many(
         self,
@@ -62,24 +43,5 @@ class ResultCache:
         """Store answers (input hash -> answer), keeping the first answer for a key; returns rows written."""
         if not answers:
             return 0
-        hashes = list(answers)
         with self.ledger.connect() as conn:
-            cur = conn.execute(
-                """
-                INSERT INTO conveyor.ai_results
-                    (model, prompt_version, input_hash, output, confidence, detail, item_id)
-                SELECT %s, %s, h, o::jsonb, c, d::jsonb, i
-                FROM unnest(%s::text[], %s::text[], %s::float8[], %s::text[], %s::text[]) AS u(h, o, c, d, i)
-                ON CONFLICT (model, prompt_version, input_hash) DO NOTHING
-                """,
-                (
-                    model,
-                    prompt_version,
-                    hashes,
-                    [canonical_json(answers[h].output) for h in hashes],
-                    [answers[h].confidence for h in hashes],
-                    [canonical_json(answers[h].detail) for h in hashes],
-                    [(item_ids or {}).get(h) for h in hashes],
-                ),
-            )
-            return cur.rowcount
+            return ai_cache.put_many(conn, model, prompt_version, answers, item_ids)

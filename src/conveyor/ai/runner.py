@@ -53,10 +53,10 @@ from conveyor.ai.spot_checks import (
     spot_reason,
     spot_seed,
 )
+from conveyor.ledger import item_reads
 from conveyor.ledger.ai_labels import StepTally, bucket, routing_detail
 from conveyor.ledger.faults import patiently
 from conveyor.ledger.leases import Holder
-from conveyor.ledger.records import decode_json_columns
 from conveyor.ledger.statuses import Status
 from conveyor.ledger.store import ItemUpdate, Ledger
 from conveyor.ledger.values import problem_in
@@ -229,13 +229,11 @@ class AIStepRunner:
 
     def _load(self, item_ids: Sequence[str]) -> list[ItemView]:
         """The chunk's items that are still waiting (another worker may have moved some)."""
+        status = self.config.from_status
+        assert status is not None  # filled by StepConfig.__post_init__
         with self.ledger.connect() as conn:
-            rows = conn.execute(
-                "SELECT item_id, payload::text, ai_result::text FROM conveyor.items"
-                " WHERE item_id = ANY(%s) AND workflow = %s AND status = %s ORDER BY item_id",
-                (list(item_ids), self.config.workflow, self.config.from_status),
-            ).fetchall()
-        return [ItemView(item_id=r[0], payload=r[1], ai_result=r[2]) for r in decode_json_columns(rows, (1, 2))]
+            rows = item_reads.waiting_data(conn, item_ids, workflow=self.config.workflow, status=status)
+        return [ItemView(item_id=item_id, payload=payload, ai_result=ai_result) for item_id, payload, ai_result in rows]
 
     def _render(self, views: Sequence[ItemView], hashed: bool) -> tuple[dict[str, ModelInput], dict[str, str]]:
         """Each item's model input, or why it cannot have one."""

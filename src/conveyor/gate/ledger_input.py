@@ -21,7 +21,7 @@ from conveyor.gate.errors import BatchRejected
 from conveyor.gate.failures import row_number
 from conveyor.gate.readers import DEFAULT_CHUNK_SIZE, Chunk
 from conveyor.gate.suites import GateSuite
-from conveyor.ledger import Ledger
+from conveyor.ledger import Ledger, item_reads
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -69,11 +69,7 @@ class LedgerReader:
     def preflight(self) -> None:
         """Fix the set of items to gate (in item id order) and hash their current data."""
         with self.ledger.connect() as conn:
-            rows = conn.execute(
-                f"SELECT item_id, md5(coalesce({self.item_field}::text, '')) FROM conveyor.items"  # noqa: S608
-                " WHERE workflow = %s AND run_id = %s AND status = %s ORDER BY item_id",
-                (self.workflow, self.run_id, self.status),
-            ).fetchall()
+            rows = item_reads.data_digests(conn, self.workflow, self.run_id, self.status, self.item_field)
         digest = hashlib.sha256()
         for item_id, data_md5 in rows:
             digest.update(f"{item_id}\x00{data_md5}\n".encode())
@@ -88,12 +84,7 @@ class LedgerReader:
         for start in range(0, len(self.item_ids), self.chunk_size):
             ids = self.item_ids[start : start + self.chunk_size]
             with self.ledger.connect() as conn:
-                found = dict(
-                    conn.execute(
-                        f"SELECT item_id, {self.item_field} FROM conveyor.items WHERE item_id = ANY(%s)",  # noqa: S608
-                        (ids,),
-                    ).fetchall()
-                )
+                found = item_reads.data_of(conn, ids, self.item_field)
             records = [found.get(i) for i in ids]
             frame, failures = flatten(records, self.suite, start=start + 1)
             self.list_failures.extend(failures)

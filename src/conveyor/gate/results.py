@@ -6,10 +6,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from psycopg.rows import dict_row
-
-from conveyor.ledger import Ledger
-from conveyor.ledger.store import canonical_json
+from conveyor.ledger import Ledger, gate_results
+from conveyor.ledger.gate_results import ResultRow as ResultRow
 
 
 @dataclass
@@ -61,18 +59,6 @@ class GateSummary:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
-@dataclass(frozen=True)
-class ResultRow:
-    """One row finding for ``conveyor.gate_results``."""
-
-    row_key: str
-    row_number: int | None
-    item_id: str | None
-    outcome: str
-    failures: list[dict[str, Any]]
-    row_data: Mapping[str, Any] | None
-
-
 class GateResultStore:
     """Reads and writes ``conveyor.gate_results`` through the ledger's connection.
 
@@ -89,64 +75,17 @@ class GateResultStore:
         an earlier, different input of the same run and step are replaced."""
         batch = list(rows)
         with self.ledger.connect() as conn:
-            conn.execute(
-                "DELETE FROM conveyor.gate_results WHERE workflow = %s AND run_id = %s AND step = %s"
-                " AND input_hash <> %s",
-                (workflow, run_id, step, input_hash),
-            )
+            gate_results.forget_other_inputs(conn, workflow, run_id, step, input_hash)
             if not batch:
                 return 0
-            cur = conn.execute(
-                """
-                INSERT INTO conveyor.gate_results
-                    (workflow, run_id, step, row_key, row_number, item_id, outcome, failures, row_data,
-                     suite, input_hash)
-                SELECT %(workflow)s, %(run_id)s, %(step)s, r.row_key, r.row_number, r.item_id, r.outcome,
-                       r.failures::jsonb, r.row_data::jsonb, %(suite)s, %(input_hash)s
-                FROM unnest(%(keys)s::text[], %(numbers)s::int[], %(items)s::text[], %(outcomes)s::text[],
-                            %(failures)s::text[], %(data)s::text[])
-                     AS r(row_key, row_number, item_id, outcome, failures, row_data)
-                ON CONFLICT (workflow, run_id, step, row_key) DO UPDATE SET
-                    row_number = EXCLUDED.row_number, item_id = EXCLUDED.item_id, outcome = EXCLUDED.outcome,
-                    failures = EXCLUDED.failures, row_data = EXCLUDED.row_data, suite = EXCLUDED.suite,
-                    input_hash = EXCLUDED.input_hash, created_at = now()
-                WHERE (gate_results.outcome, gate_results.failures, gate_results.input_hash)
-                      IS DISTINCT FROM (EXCLUDED.outcome, EXCLUDED.failures, EXCLUDED.input_hash)
-                """,
-                {
-                    "workflow": workflow,
-                    "run_id": run_id,
-                    "step": step,
-                    "suite": suite,
-                    "input_hash": input_hash,
-                    "keys": [r.row_key for r in batch],
-                    "numbers": [r.row_number for r in batch],
-                    "items": [r.item_id for r in batch],
-                    "outcomes": [r.outcome for r in batch],
-                    "failures": [canonical_json(r.failures) for r in batch],
-                    "data": [None if r.row_data is None else canonical_json(r.row_data) for r in batch],
-                },
-            )
-            return cur.rowcount
+            return gate_results.write(conn, workflow, run_id, step, suite=suite, input_hash=input_hash, rows=batch)
 
     def for_run(self, workflow: str, run_id: str, step: str | None = None) -> list[dict[str, Any]]:
         """Every finding of a run (of one gate step when given), in input order."""
-        query = "SELECT * FROM conveyor.gate_results WHERE workflow = %s AND run_id = %s"
-        params: list[Any] = [workflow, run_id]
-        if step is not None:
-            query += " AND step = %s"
-            params.append(step)
-        query += " ORDER BY row_number NULLS LAST, row_key"
-        with self.ledger.connect() as conn, conn.cursor(row_factory=dict_row) as cur:
-            return list(cur.execute(query, params).fetchall())
+        with self.ledger.connect() as conn:
+            return gate_results.for_run(conn, workflow, run_id, step)
 
     def for_item(self, item_id: str) -> list[dict[str, Any]]:
         """The findings about one item (its own row and any repeats of its key), newest first."""
-        with self.ledger.connect() as conn, conn.cursor(row_factory=dict_row) as cur:
-            return list(
-                cur.execute(
-                    "SELECT * FROM conveyor.gate_results WHERE item_id = %s"
-                    " ORDER BY created_at DESC, row_number",
-                    (item_id,),
-                ).fetchall()
-            )
+        with self.ledger.connect() as conn:
+            return gate_results.for_item(conn, item_id)

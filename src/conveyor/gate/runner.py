@@ -43,7 +43,7 @@ from conveyor.gate.readers import DEFAULT_CHUNK_SIZE, Chunk, SourceReader, reade
 from conveyor.gate.results import GateResultStore, GateSummary, ResultRow
 from conveyor.gate.storable import is_non_finite_text, unstorable_cells
 from conveyor.gate.suites import GateSuite, load_suite
-from conveyor.ledger import Ledger, NewItem, Route
+from conveyor.ledger import Ledger, NewItem, Route, item_reads
 from conveyor.ledger.receiving import no_gc
 from conveyor.ledger.statuses import Status
 from conveyor.ledger.store import ItemUpdate, item_id_for
@@ -755,10 +755,7 @@ class GateRunner:
         if not item_ids:
             return set()
         with self.ledger.connect() as conn:
-            rows = conn.execute(
-                "SELECT item_id, run_id, created_at FROM conveyor.items WHERE item_id = ANY(%s)",
-                (list(item_ids),),
-            ).fetchall()
+            rows = item_reads.runs_of(conn, item_ids)
         owned = set()
         for item_id, run_id, created_at in rows:
             if run_id == self.config.run_id:

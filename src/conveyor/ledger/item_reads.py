@@ -8,6 +8,7 @@ the items query are shared with that module, so both answer the same.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -21,9 +22,14 @@ from conveyor.ledger.records import (
     TRANSITION_COLUMNS,
     Item,
     TransitionRecord,
+    decode_json_columns,
     items_from_text_rows,
 )
 from conveyor.ledger.statuses import as_statuses
+
+#: the item columns that hold a step's data (JSON), the ones :func:`data_digests` and
+#: :func:`data_of` read by name
+DATA_FIELDS = ("payload", "ai_result")
 
 
 def get(conn: psycopg.Connection, item_id: str) -> Item:
@@ -114,3 +120,58 @@ def ids_in(conn: psycopg.Connection, workflow: str, run_id: str, status: str | S
     where, params = filters(workflow, run_id, status)
     rows = conn.execute(f"SELECT item_id FROM conveyor.items{where} ORDER BY item_id", params).fetchall()
     return [r[0] for r in rows]
+
+
+def runs_of(conn: psycopg.Connection, item_ids: Sequence[str]) -> list[tuple[str, str, datetime]]:
+    """(item id, run id, created at) of the items with these ids that exist."""
+    rows = conn.execute(
+        "SELECT item_id, run_id, created_at FROM conveyor.items WHERE item_id = ANY(%s)",
+        (list(item_ids),),
+    ).fetchall()
+    return [(item_id, run_id, created_at) for item_id, run_id, created_at in rows]
+
+
+def waiting_data(
+    conn: psycopg.Connection, item_ids: Sequence[str], *, workflow: str, status: str
+) -> list[tuple[str, Any, Any]]:
+    """(item id, payload, AI result) of those of ``item_ids`` still in ``status``, by item id.
+
+    The JSON is read as text and parsed in bulk (see :func:`decode_json_columns`)."""
+    rows = conn.execute(
+        "SELECT item_id, payload::text, ai_result::text FROM conveyor.items"
+        " WHERE item_id = ANY(%s) AND workflow = %s AND status = %s ORDER BY item_id",
+        (list(item_ids), workflow, status),
+    ).fetchall()
+    return [(r[0], r[1], r[2]) for r in decode_json_columns(rows, (1, 2))]
+
+
+def _data_field(name: str) -> str:
+    # The column name goes into the statement's text: only the known ones may.
+    if name not in DATA_FIELDS:
+        raise ValueError(f"an item's data is one of {DATA_FIELDS}, not {name!r}")
+    return name
+
+
+def data_digests(
+    conn: psycopg.Connection, workflow: str, run_id: str, status: str, data_field: str
+) -> list[tuple[str, str]]:
+    """(item id, md5 of the item's ``data_field`` as text, '' for none) of the run's items in
+    ``status``, by item id: a cheap fingerprint of what a step is about to read."""
+    column = _data_field(data_field)
+    rows = conn.execute(
+        f"SELECT item_id, md5(coalesce({column}::text, '')) FROM conveyor.items"  # noqa: S608
+        " WHERE workflow = %s AND run_id = %s AND status = %s ORDER BY item_id",
+        (workflow, run_id, status),
+    ).fetchall()
+    return [(item_id, digest) for item_id, digest in rows]
+
+
+def data_of(conn: psycopg.Connection, item_ids: Sequence[str], data_field: str) -> dict[str, Any]:
+    """item id -> its ``data_field`` (parsed JSON), of the items with these ids that exist."""
+    column = _data_field(data_field)
+    return dict(
+        conn.execute(
+            f"SELECT item_id, {column} FROM conveyor.items WHERE item_id = ANY(%s)",  # noqa: S608
+            (list(item_ids),),
+        ).fetchall()
+    )

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from conveyor.quickstart.api_server import ApiServer
-from conveyor.quickstart.run import ScriptedReviewer, WorkflowRun, load_dag, run_dag_test
+from conveyor.quickstart.dag_test import manual_run_id, run_dag_test
+from conveyor.quickstart.run import ScriptedReviewer, WorkflowRun, load_dag
 from tests.support.api import USERS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -80,8 +81,6 @@ class Runner:
         the review queue; ``adjust`` sets task attributes for this run (e.g. a short review timeout);
         ``policy`` decides for the reviewer (default: the quickstart's); ``signoff`` is the
         director's answer."""
-        from airflow.models.dagrun import DagRun
-        from airflow.utils.types import DagRunType
 
         dag = load_dag(dag_id, REPO / "dags")
         for task_id, attributes in (adjust or {}).items():
@@ -92,7 +91,7 @@ class Runner:
             if task.task_type == "HumanReviewSensor":
                 task.poke_interval = 1
         when = when or datetime.now(UTC).replace(microsecond=0)
-        run_id = DagRun.generate_run_id(run_type=DagRunType.MANUAL, logical_date=when, run_after=when)
+        run_id = manual_run_id(when)
         reviewed = dag_id if reviewers and dag_id != "workflow_health" else None
         spec = WorkflowRun(dag_id, reviewed, conf, signoff=signoff, signoff_reason=signoff_reason)
         if policy is not None:

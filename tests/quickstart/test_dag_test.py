@@ -16,7 +16,6 @@ def answer_as_dag_test_loses_it(dag_id: str, task_id: str, stop: threading.Event
     ("Approve", by the director), still in ``awaiting_input``. Returns what it saw."""
     from airflow.models.hitl import HITLDetail
     from airflow.models.taskinstance import TaskInstance
-    from airflow.utils import timezone
     from airflow.utils.session import create_session
     from airflow.utils.state import TaskInstanceState
     from sqlalchemy import select
@@ -34,7 +33,7 @@ def answer_as_dag_test_loses_it(dag_id: str, task_id: str, stop: threading.Event
             detail.chosen_options = ["Approve"]
             detail.params_input = {}
             detail.responded_by = {"id": "admin", "name": "admin"}
-            detail.responded_at = timezone.utcnow()
+            detail.responded_at = datetime.now(UTC)
             seen.append(f"{ti.task_id} answered, left {ti.state}")
             return seen
     return seen

@@ -12,7 +12,7 @@ import pytest
 from markupsafe import escape
 
 from conveyor.quickstart.api_server import ApiServer
-from conveyor.quickstart.dag_test import run_dag_test
+from conveyor.quickstart.dag_test import manual_run_id, run_dag_test
 from conveyor.review.previews import Preview, SignOffPreviews, preview_path, preview_url
 
 WF = "supplier_exceptions"
@@ -21,8 +21,6 @@ HOSTILE = "<script>alert('draft')</script> Truck late."
 
 def _run_signed_off(api_server: ApiServer, drafts: list[str], monkeypatch) -> tuple[object, object]:
     """One dag.test() run of the fixture DAG, the director (admin) approving through the HITL API."""
-    from airflow.models.dagrun import DagRun
-    from airflow.utils.types import DagRunType
 
     from conveyor.quickstart.reviewer import ScriptedReviewer, WorkflowRun
     from tests.dag_fixtures.signoff_dags import signoff_dag
@@ -34,7 +32,7 @@ def _run_signed_off(api_server: ApiServer, drafts: list[str], monkeypatch) -> tu
             return api_server.client("admin")
 
     when = datetime.now(UTC).replace(microsecond=0)
-    run_id = DagRun.generate_run_id(run_type=DagRunType.MANUAL, logical_date=when, run_after=when)
+    run_id = manual_run_id(when)
     director = ScriptedReviewer(Users(), WorkflowRun(signoff_dag.dag_id, None), run_id, interval=0.5)  # type: ignore[arg-type]
     director.start()
     try:
@@ -158,16 +156,13 @@ def test_the_link_opens_the_report_from_the_airflow_uis_required_actions_view(ap
     follows the prompt's link and reads the report, then approves (the run goes on)."""
     import threading
 
-    from airflow.models.dagrun import DagRun
-    from airflow.utils.types import DagRunType
-
     from tests.dag_fixtures.signoff_dags import signoff_dag
     from tests.support.browser import chromium_page
     from tests.support.review_page import log_in
 
     monkeypatch.setenv("AIRFLOW__API__BASE_URL", api_server.url)
     when = datetime.now(UTC).replace(microsecond=0)
-    run_id = DagRun.generate_run_id(run_type=DagRunType.MANUAL, logical_date=when, run_after=when)
+    run_id = manual_run_id(when)
     hitl = f"/api/v2/dags/signoff_preview/dagRuns/{quote(run_id, safe='')}"
     seen: dict[str, object] = {}
     errors: list[BaseException] = []

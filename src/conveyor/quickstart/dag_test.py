@@ -27,7 +27,7 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-__all__ = ["AnsweredPromptsResumed", "deadlines_left_to_the_scheduler", "run_dag_test"]
+__all__ = ["AnsweredPromptsResumed", "deadlines_left_to_the_scheduler", "manual_run_id", "run_dag_test"]
 
 
 @contextmanager
@@ -114,15 +114,20 @@ class AnsweredPromptsResumed(threading.Thread):
         return resumed
 
 
-def run_dag_test(dag: Any, when: datetime, conf: dict[str, Any] | None = None) -> Any:
-    """``dag.test()`` of ``dag`` at ``when`` (its logical date and run-after), with ``conf``; the
-    DagRun it ends with."""
-    import pendulum
+def manual_run_id(when: datetime) -> str:
+    """The id ``dag.test()`` gives the run it starts at ``when``: the run the people watching it look for."""
     from airflow.models.dagrun import DagRun
     from airflow.utils.types import DagRunType
 
-    run_id = DagRun.generate_run_id(run_type=DagRunType.MANUAL, logical_date=when, run_after=when)
-    resumer = AnsweredPromptsResumed(dag.dag_id, run_id)
+    return DagRun.generate_run_id(run_type=DagRunType.MANUAL, logical_date=when, run_after=when)
+
+
+def run_dag_test(dag: Any, when: datetime, conf: dict[str, Any] | None = None) -> Any:
+    """``dag.test()`` of ``dag`` at ``when`` (its logical date and run-after), with ``conf``; the
+    DagRun it ends with, whose id is :func:`manual_run_id` of ``when``."""
+    import pendulum
+
+    resumer = AnsweredPromptsResumed(dag.dag_id, manual_run_id(when))
     resumer.start()
     try:
         with deadlines_left_to_the_scheduler(dag):

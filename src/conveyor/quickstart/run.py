@@ -24,7 +24,7 @@ from typing import Any, TextIO
 
 from conveyor.ledger.connection import conveyor_home
 from conveyor.quickstart.api_server import ApiServer, running_api_server
-from conveyor.quickstart.dag_test import deadlines_left_to_the_scheduler, run_dag_test
+from conveyor.quickstart.dag_test import deadlines_left_to_the_scheduler, manual_run_id, run_dag_test
 from conveyor.quickstart.mailbox import local_mailbox
 from conveyor.quickstart.quiet import output_to
 from conveyor.quickstart.reviewer import ScriptedReviewer, WorkflowRun
@@ -54,12 +54,9 @@ def load_dag(dag_id: str, folder: Path) -> Any:
 
 
 def run_workflow(api: ApiServer, spec: WorkflowRun, folder: Path) -> tuple[Any, ScriptedReviewer]:
-    from airflow.models.dagrun import DagRun
-    from airflow.utils.types import DagRunType
-
     dag = load_dag(spec.dag_id, folder)
     now = datetime.now(UTC).replace(microsecond=0)
-    run_id = DagRun.generate_run_id(run_type=DagRunType.MANUAL, logical_date=now, run_after=now)
+    run_id = manual_run_id(now)
     reviewer = ScriptedReviewer(api, spec, run_id)
     reviewer.start()
     try:

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from conveyor.quickstart.dag_test import AnsweredPromptsResumed, run_dag_test
+from tests.support.postgres import REPO
 
 
 def answer_as_dag_test_loses_it(dag_id: str, task_id: str, stop: threading.Event) -> list[str]:
@@ -66,3 +67,35 @@ def test_nothing_is_resumed_while_no_prompt_was_answered(airflow_db) -> None:
 
     resumer = AnsweredPromptsResumed(signoff_dag.dag_id, "manual__never-run")
     assert resumer.resume_answered() == [] and resumer.resumed == []
+
+
+#: A fresh interpreter that starts the resumer looking without pause while the main thread builds and
+#: runs a DAG: every Airflow model is imported, and its mappers configured, while the resumer queries.
+FRESH_RUN = """
+from datetime import UTC, datetime
+from conveyor.quickstart.dag_test import AnsweredPromptsResumed, manual_run_id
+
+when = datetime.now(UTC).replace(microsecond=0)
+resumer = AnsweredPromptsResumed("conveyor_smoke", manual_run_id(when), interval=0.0)
+resumer.start()
+from tests.dag_fixtures.smoke_dags import smoke_dag
+
+run = smoke_dag.test(logical_date=when, run_after=when)
+resumer.stop()
+print(run.state)
+"""
+
+
+def test_the_resumer_never_deadlocks_with_a_first_dag_test_in_its_interpreter(airflow_db, ledger) -> None:
+    # Seen under load: the resumer's first query configured SQLAlchemy's mappers (holding its lock)
+    # and waited for a model module the main thread was importing, which waited for that lock.
+    # Without orm_ready() this run deadlocked 3 times out of 3.
+    import os
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", FRESH_RUN], cwd=REPO, capture_output=True, text=True, timeout=90,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})  # fmt: skip
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "success"

@@ -27,7 +27,7 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-__all__ = ["AnsweredPromptsResumed", "deadlines_left_to_the_scheduler", "manual_run_id", "run_dag_test"]
+__all__ = ["AnsweredPromptsResumed", "deadlines_left_to_the_scheduler", "manual_run_id", "orm_ready", "run_dag_test"]
 
 
 @contextmanager
@@ -77,6 +77,11 @@ class AnsweredPromptsResumed(threading.Thread):
             except Exception:  # the metadata DB may be busy: look again next time
                 log.warning("could not look for answered prompts of %s", self.run_id, exc_info=True)
 
+    def start(self) -> None:
+        """Start looking, once Airflow's ORM is set up in the calling thread (see :func:`orm_ready`)."""
+        orm_ready()
+        super().start()
+
     def stop(self) -> None:
         self.stopped.set()
         self.join(timeout=30)
@@ -112,6 +117,30 @@ class AnsweredPromptsResumed(threading.Thread):
                         task_id, self.run_id)
         self.resumed += resumed
         return resumed
+
+
+def orm_ready() -> None:
+    """Import every Airflow model and configure SQLAlchemy's mappers in the calling thread.
+
+    A thread that queries the metadata DB while another imports Airflow's models can deadlock the
+    process (seen: a quickstart under load stuck 15 minutes before its first task). The query's
+    thread configures the mappers, holding SQLAlchemy's configure lock, and its configure hook
+    (``import_all_models``) waits for a model module that the main thread is importing, inside
+    ``dag.test()``'s serialization; the main thread, declaring that module's model, waits for the
+    configure lock. Python sees only one of the two locks, so it cannot break the cycle. Once every
+    model is imported and configured first, a later query has nothing to configure.
+    """
+    import airflow.models.hitl
+    import airflow.models.taskinstance
+    import airflow.models.trigger
+    import airflow.triggers.base
+    import airflow.utils.session
+    import airflow.utils.state  # noqa: F401 - the resumer's own imports, done here for the same reason
+    from airflow.models import import_all_models
+    from sqlalchemy.orm import configure_mappers
+
+    import_all_models()
+    configure_mappers()
 
 
 def manual_run_id(when: datetime) -> str:

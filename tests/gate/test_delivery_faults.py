@@ -68,16 +68,6 @@ def test_a_nul_byte_in_a_field_quarantines_that_row_with_the_reason(tmp_path, ai
     assert ledger.count_by_status(workflow=WF, run_id=run.run_id) == {"validated": 479, "quarantined": 1}
 
 
-def test_nul_padding_at_the_end_of_the_file_is_one_row_held_for_a_person(tmp_path, airflow_db, ledger, alerts):  # noqa: F811
-    run = gate(write_csv(tmp_path / "padded.csv", records(), tail=b"\x00" * 512))
-
-    assert run.state == "success", alerts()
-    [(key, reason)] = quarantined(ledger, run).items()
-    assert key.startswith("row-481@")
-    assert reason.startswith("failed 10 checks: exception_id is NUL bytes only (padding at the end of the file?)")
-    assert ledger.count_by_status(workflow=WF, run_id=run.run_id) == {"validated": 480, "quarantined": 1}
-
-
 def test_nan_and_infinite_amounts_are_row_failures_in_csv(tmp_path, airflow_db, ledger, alerts):  # noqa: F811
     rows = records()
     for position, value in ((3, "NaN"), (4, "inf"), (6, "-Infinity"), (7, "1e309")):
@@ -211,3 +201,145 @@ def test_a_report_title_above_the_header_is_named_as_such(tmp_path, airflow_db, 
         "header (export the data without a title)"
     )
     assert ledger.count_by_status(workflow=WF, run_id=run.run_id) == {}  # nothing taken in from it
+
+
+# -- a delivery that is not what it claims to be -----------------------------------------------
+
+
+def rejected(run, alerts, ledger) -> str:  # type: ignore[no-untyped-def]  # noqa: F811
+    """The one alert of a run whose gate refused the whole delivery (no retry, nothing taken in)."""
+    assert run.state == "failed"
+    assert task_instance(run, "gate") == ("failed", 1)  # a data fault: the retries are not used
+    [alert] = alerts()
+    assert ledger.count_by_status(workflow=WF, run_id=run.run_id) == {}
+    prefix = "validation gate rejected the batch: "
+    assert alert["error"].startswith(prefix)
+    return str(alert["error"][len(prefix):])
+
+
+def test_nul_padding_at_the_end_of_the_file_is_a_damaged_delivery(tmp_path, airflow_db, ledger, alerts):  # noqa: F811
+    run = gate(write_csv(tmp_path / "padded.csv", records(), tail=b"\x00" * 512))
+
+    assert rejected(run, alerts, ledger) == (
+        "padded.csv ends in 512 NUL byte(s) after line 481: the transfer was cut short or padded, so the file "
+        "is damaged; ask the sender for the file again (no row of it was processed)"
+    )
+
+
+def xlsx_bytes() -> bytes:
+    """A workbook's parts as Excel zips them (the gate only has to recognise it, not read it)."""
+    import zipfile
+
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as book:
+        book.writestr("[Content_Types].xml", '<?xml version="1.0"?><Types/>')
+        book.writestr("xl/workbook.xml", '<?xml version="1.0"?><workbook><sheets/></workbook>')
+        book.writestr("xl/worksheets/sheet1.xml", f"<worksheet><c>{HEADER}</c></worksheet>")
+    return out.getvalue()
+
+
+def parquet_bytes() -> bytes:
+    import pandas as pd
+
+    out = io.BytesIO()
+    pd.read_csv(SUPPLIER / "extract.csv", dtype=str).to_parquet(out)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize(("made", "reason"), [
+    ("gzip", "extract.csv is gzip-compressed, not CSV text; deliver it uncompressed (gunzip extract.csv)"),
+    ("xlsx", "extract.csv is an Excel workbook (.xlsx), not CSV text; save the sheet as 'CSV UTF-8' in the "
+             "export instead"),
+    ("parquet", "extract.csv is a Parquet file, not CSV text; deliver the export itself, or name the file for "
+                "what it is"),
+])  # fmt: skip
+def test_another_format_under_a_csv_name_is_named(tmp_path, airflow_db, ledger, alerts, made, reason):  # noqa: F811
+    import gzip
+
+    text = (SUPPLIER / "extract.csv").read_bytes()
+    body = {"gzip": lambda: gzip.compress(text), "xlsx": xlsx_bytes, "parquet": parquet_bytes}[made]()
+    path = tmp_path / "extract.csv"
+    path.write_bytes(body)
+
+    assert rejected(gate(path), alerts, ledger) == reason
+
+
+def test_a_file_still_being_written_is_not_gated_as_a_short_last_row(tmp_path, airflow_db, ledger, alerts):  # noqa: F811
+    text = "\n".join([HEADER, *ROWS])
+    cut = text[: text.rindex(",", 0, text.rindex("\n") + 40)]  # the writer stopped inside row 480
+    path = tmp_path / "writing.csv"
+    path.write_text(cut, encoding="utf-8")
+    fields = len(next(csv.reader([cut.rsplit("\n", 1)[1]])))
+    assert 1 < fields < len(FIELDS)
+
+    assert rejected(gate(path), alerts, ledger) == (
+        f"the last line of writing.csv (line 481) stops after {fields} of the header's 10 fields, with no line "
+        "end: the file is still being written or was cut short; clear the task once the export has finished, "
+        "or ask the sender for the whole file"
+    )
+
+
+def test_a_last_line_without_a_line_end_is_fine_when_it_is_whole(tmp_path, airflow_db, ledger, alerts):  # noqa: F811
+    path = tmp_path / "no final newline.csv"
+    path.write_text("\n".join([HEADER, *ROWS]), encoding="utf-8")
+
+    run = gate(path)
+
+    assert run.state == "success", alerts()
+    assert ledger.count_by_status(workflow=WF, run_id=run.run_id) == {"validated": 480}
+
+
+def test_two_exports_joined_into_one_file_are_named(tmp_path, airflow_db, ledger, alerts):  # noqa: F811
+    path = tmp_path / "joined.csv"
+    path.write_text("\n".join([HEADER, *ROWS[:240], HEADER, *ROWS[240:]]) + "\n", encoding="utf-8")
+
+    assert rejected(gate(path), alerts, ledger) == (
+        "data row 241 of joined.csv repeats the header line: two exports were joined into one file, or a paged "
+        "report repeats its header; deliver each export as a file of its own"
+    )
+
+
+def test_a_semicolon_export_with_a_bom_and_comma_decimals_is_named_for_its_delimiter(
+    tmp_path, airflow_db, ledger, alerts  # noqa: F811
+):
+    rows = [next(csv.reader([line])) for line in [HEADER, *ROWS]]
+    amount = FIELDS.index("amount")
+    for row in rows[1:]:
+        row[amount] = row[amount].replace(".", ",")  # the decimal comma that comes with ';' exports
+    out = io.StringIO()
+    csv.writer(out, delimiter=";", lineterminator="\r\n").writerows(rows)
+    path = tmp_path / "excel export.csv"
+    path.write_bytes(b"\xef\xbb\xbf" + out.getvalue().encode("utf-8"))
+
+    assert rejected(gate(path), alerts, ledger) == (
+        "excel export.csv is ';'-delimited: its header splits into 10 columns on ';' "
+        f"({', '.join(FIELDS[:4])}, …) but is one column when read with ','; re-export it comma-separated"
+    )
+
+
+def test_an_amount_spelled_with_a_decimal_comma_and_a_trailing_minus_is_held_naming_the_spelling(
+    tmp_path, airflow_db, ledger, alerts  # noqa: F811
+):
+    rows = records()
+    rows[3]["amount"] = "1.234,56-"
+    rows[8]["amount"] = "R$ 1.936,40"
+
+    run = gate(write_csv(tmp_path / "amounts.csv", rows))
+
+    assert run.state == "success", alerts()
+    assert quarantined(ledger, run) == {
+        rows[3]["exception_id"]: "failed 1 check: amount '1.234,56-' is not a number (written with ',' for "
+        "decimals, '.' between thousands and a trailing minus; the feed must send plain numbers such as -1234.56)",
+        rows[8]["exception_id"]: "failed 1 check: amount 'R$ 1.936,40' is not a number (written with a currency "
+        "sign and ',' for decimals, '.' between thousands; the feed must send plain numbers such as -1234.56)",
+    }
+
+
+def test_a_whole_column_of_decimal_commas_fails_the_batch_naming_the_column(tmp_path, airflow_db, ledger, alerts):  # noqa: F811
+    rows = records()
+    for row in rows:
+        row["amount"] = row["amount"].replace(".", ",")
+
+    reason = rejected(gate(write_csv(tmp_path / "decimal comma.csv", rows)), alerts, ledger)
+
+    assert "amount" in reason and "written with ',' for decimals" in reason, reason

@@ -9,6 +9,7 @@ which Great Expectations' pandas engine compares vectorised.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -112,6 +113,44 @@ def _as_text(series: pd.Series) -> pd.Series:
     if pd.api.types.is_string_dtype(series.dtype) and series.dtype != object:
         return series
     return series.map(lambda v: v if isinstance(v, str) or v is None or v != v else str(v)).astype("str")
+
+
+#: How exports spell numbers a plain parse refuses, each with the words naming that spelling.
+_NUMBER_SPELLINGS = tuple((re.compile(f"[-+]?{body}"), words) for body, words in (
+    (r"[0-9]{1,3}(?:\.[0-9]{3})+,[0-9]+", "',' for decimals, '.' between thousands"),
+    (r"[0-9]{1,3}(?:\.[0-9]{3}){2,}", "'.' between thousands"),
+    (r"[0-9]{1,3}(?:,[0-9]{3})+\.[0-9]+|[0-9]{1,3}(?:,[0-9]{3}){2,}", "',' between thousands"),
+    (r"[0-9]{1,3},[0-9]{3}", "',' between thousands or for decimals"),
+    (r"[0-9]+,[0-9]+", "',' for decimals"),
+    (r"[0-9]{1,3}(?:[ \u00a0\u202f'][0-9]{3})+(?:,[0-9]+)?", "spaces or ' between thousands"),
+))
+_CURRENCY = re.compile(r"^\s*(?:[A-Z]{0,3}[$€£¥₹]|[A-Z]{3})\s*|\s*(?:[$€£¥₹]|[A-Z]{3})\s*$")
+
+
+def number_spelling(value: Any) -> str | None:
+    """What keeps ``value`` from being a plain number, when it is a number spelled the way some
+    exports spell one (``'1.234,56-'``: "',' for decimals, '.' between thousands and a trailing
+    minus"), else None."""
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    parts = []
+    if (bare := _CURRENCY.sub("", text)) != text and bare:
+        parts.append("a currency sign")
+        text = bare
+    core = text[:-1] if text.endswith("-") else text
+    for pattern, words in _NUMBER_SPELLINGS:
+        if pattern.fullmatch(core):
+            parts.append(words)
+            break
+    else:
+        if not re.fullmatch(_NUMBER, core):
+            return None
+    if core is not text:
+        parts.append("a trailing minus")
+    if not parts:
+        return None
+    return ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0]
 
 
 def guess_date_format(values: list[Any]) -> str | None:

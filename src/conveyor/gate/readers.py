@@ -26,6 +26,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from conveyor.gate.damage import (
+    TailScan,
+    binary_format,
+    cut_off_reason,
+    not_text_reason,
+    repeated_header_reason,
+    repeated_header_rows,
+)
 from conveyor.gate.errors import BatchRejected
 
 if TYPE_CHECKING:
@@ -69,8 +77,12 @@ class SourceReader:
     _stat: tuple[int, int] | None = None
     #: where the input really lives, when ``path`` is a local copy of an object-storage file
     origin: str | None = None
+    #: how a text file ends (NUL padding, a last line end), seen by the hashing pass
+    tail: TailScan = field(default_factory=TailScan)
 
     kind = "file"
+    #: what a person should have delivered, in a sentence naming what came instead
+    expected_text = "text"
 
     @property
     def description(self) -> str:
@@ -115,7 +127,12 @@ class SourceReader:
         with self.path.open("rb") as fh:
             while block := fh.read(_BLOCK):
                 digest.update(block)
+                if text and not offset and (found := binary_format(self.path, block[:8])):
+                    self.input_hash = _finish_hash(digest, fh)
+                    raise BatchRejected("not_text", not_text_reason(self.path.name, found, self.expected_text),
+                                        input_hash=self.input_hash)  # fmt: skip
                 if text:
+                    self.tail.feed(block)
                     try:
                         decoder.decode(block)
                     except UnicodeDecodeError as exc:
@@ -131,6 +148,9 @@ class SourceReader:
                     raise self._encoding_error(b"", exc, offset, newlines) from None
         self.input_hash = digest.hexdigest()
         if text:
+            if padding := self.tail.padding_reason(self.path.name):
+                raise BatchRejected("damaged", padding, detail={"nul_bytes": self.tail.nul_bytes},
+                                    input_hash=self.input_hash)  # fmt: skip
             with self.path.open("rb") as fh:
                 self.notes["bom"] = fh.read(3) == _BOM
 
@@ -160,6 +180,7 @@ class CsvReader(SourceReader):
     """CSV with a header row, comma-separated, UTF-8 (a BOM is accepted and dropped)."""
 
     kind = "csv"
+    expected_text = "CSV text"
     delimiter = ","
 
     def preflight(self) -> None:
@@ -189,6 +210,9 @@ class CsvReader(SourceReader):
                 )
             seen[name] = position
         self.columns = header
+        if len(header) == 1 and _splits_otherwise(self.header_line):
+            return  # another delimiter: the gate's column check names it, with the columns it found
+        self._check_last_line(len(header))
         if record is not None and len(header) == 1 < len(record):
             # A report title above the header ("Supplier exceptions - 3 Dec 2026"): not a quoting fault.
             raise BatchRejected(
@@ -202,6 +226,21 @@ class CsvReader(SourceReader):
             # pandas would take the surplus first field as the index and shift every column of every
             # row ("exception_date '467.98' is not a date" 480 times): name the row, as for later ones.
             raise self._too_many_fields(2, len(record), len(header))
+
+    def _check_last_line(self, expected: int) -> None:
+        """A last line with too few fields and no line end: an export still being written, or cut."""
+        if self.tail.ends_with_newline:
+            return
+        with self.path.open("rb") as fh:
+            fh.seek(max(0, self._stat[0] - _BLOCK) if self._stat else 0)
+            last = fh.read().rsplit(b"\n", 1)[-1].decode("utf-8", "replace").rstrip("\r")
+        if last.count('"') % 2:
+            return  # inside a quoted field: pandas names the open quote
+        fields = len(next(csv.reader([last], delimiter=self.delimiter), []))
+        if 0 < fields < expected:
+            line = self.tail.lines + 1
+            raise BatchRejected("incomplete", cut_off_reason(self.path.name, line, fields, expected),
+                                detail={"line": line}, input_hash=self.input_hash)  # fmt: skip
 
     def chunks(self) -> Iterator[Chunk]:
         import pandas as pd
@@ -222,6 +261,9 @@ class CsvReader(SourceReader):
                 for frame in reader:
                     frame.index = pd.RangeIndex(start, start + len(frame))
                     start += len(frame)
+                    if repeated := repeated_header_rows(frame, self.columns):
+                        raise BatchRejected("repeated_header", repeated_header_reason(self.path.name, repeated),
+                                            detail={"rows": repeated[:20]}, input_hash=self.input_hash)  # fmt: skip
                     yield Chunk(frame)
         except pd.errors.ParserError as exc:
             raise self._parser_error(exc) from None
@@ -250,6 +292,7 @@ class JsonLinesReader(SourceReader):
     """One JSON object per line, UTF-8. Columns are the keys of the objects, in first-seen order."""
 
     kind = "jsonl"
+    expected_text = "JSON lines text"
 
     def preflight(self) -> None:
         self._check_file()
@@ -428,6 +471,11 @@ def _records_frame(records: Sequence[dict[str, Any]], columns: Sequence[str], st
         if column not in frame.columns:
             frame[column] = None
     return frame
+
+
+def _splits_otherwise(line: str) -> bool:
+    """Whether a line of one comma field splits into several on a delimiter exports use instead."""
+    return any(len(next(csv.reader([line], delimiter=d))) > 1 for d in ALTERNATIVE_DELIMITERS)
 
 
 def _stat(path: Path) -> tuple[int, int]:

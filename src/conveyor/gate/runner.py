@@ -34,6 +34,7 @@ from conveyor.gate.columns import (
     ParseFailure,
     add_computed,
     guess_date_format,
+    number_spelling,
     typed_frame,
 )
 from conveyor.gate.contract import contract_of, overrides_of, recorded_checks
@@ -411,6 +412,8 @@ class GateRunner:
         expected = failure.expected
         if is_non_finite_text(failure.value):
             expected = "a finite number"  # NaN/inf/1e309: a number to Python, never an amount
+        elif failure.expected in ("a number", "a whole number") and (spelling := number_spelling(failure.value)):
+            expected += f" (written with {spelling}; the feed must send plain numbers such as -1234.56)"
         return RowFailure(
             failure.row,
             PARSE_EXPECTATION,

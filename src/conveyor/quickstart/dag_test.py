@@ -139,7 +139,7 @@ def orm_ready() -> None:
     from airflow.models import import_all_models
     from sqlalchemy.orm import configure_mappers
 
-    import_all_models()
+    import_all_models()  # type: ignore[no-untyped-call]  # Airflow leaves it untyped
     configure_mappers()
 
 

@@ -226,7 +226,10 @@ def test_unparseable_values_and_nulls_are_named_once(ledger, tmp_path):
 
     assert summary.quarantined == 6
     reasons = {i.business_key: i.reason for i in quarantined(ledger).values()}
-    assert reasons["EX-2026-000001"] == "failed 1 check: amount '1.250,40' is not a number"
+    assert reasons["EX-2026-000001"] == (
+        "failed 1 check: amount '1.250,40' is not a number (written with ',' for decimals, '.' between "
+        "thousands; the feed must send plain numbers such as -1234.56)"
+    )
     assert reasons["EX-2026-000002"] == "failed 1 check: quantity_received '12.5' is not a whole number"
     assert reasons["EX-2026-000003"] == "failed 1 check: currency 'EURO' is not one of EUR, USD, GBP, CHF"
     assert reasons["EX-2026-000004"] == "failed 1 check: notes is empty"

@@ -43,3 +43,26 @@ def test_a_missing_extract_fails_once_naming_where_it_was_expected(place, airflo
     [alert] = alerts()
     assert alert["error"] == f"extract not found: {place.url(FEED)} (the feed delivered no file there)"
     assert ledger.count_by_status(workflow=WF, run_id=run.run_id) == {}
+
+
+@pytest.mark.parametrize("damage", ["gzip", "nul padding"])
+def test_a_damaged_delivery_is_named_on_a_folder_and_on_s3(place, damage, airflow_db, ledger, alerts):
+    import gzip
+
+    text = (SUPPLIER / "extract.csv").read_bytes()
+    place.put(FEED, gzip.compress(text) if damage == "gzip" else text + b"\x00" * 4096)
+    from tests.dag_fixtures.intake_dags import extract_dag
+
+    run = extract_dag.test(run_conf={"extract_path": FEED})
+
+    assert run.state == "failed"
+    assert task_instance(run, "gate") == ("failed", 1)
+    [alert] = alerts()
+    name = "extract #3 (final) 100% é.csv"
+    assert alert["error"] == "validation gate rejected the batch: " + (
+        f"{name} is gzip-compressed, not CSV text; deliver it uncompressed (the export compressed it but kept the name)"
+        if damage == "gzip"
+        else f"{name} ends in 4,096 NUL byte(s) after line 481: the transfer was cut short or padded, so the file "
+        "is damaged; ask the sender for the file again (no row of it was processed)"
+    )
+    assert ledger.count_by_status(workflow=WF, run_id=run.run_id) == {}

@@ -554,7 +554,7 @@ class GateRunner:
             for row in plan.unstorable:
                 if 0 <= row - first < len(payloads):
                     payloads[row - first] = storable(payloads[row - first])
-        # A key of NUL bytes only (the padding some exporters leave at the end) is no key at all.
+        # A key of NUL bytes only is no key at all (padding at the end of a file never gets here).
         keys = [None if isinstance(k, str) and k and not k.strip("\x00") else storable(k)
                 for k in frame[self.key_column].tolist()]  # fmt: skip
         new_items: list[NewItem] = []

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from conveyor.ledger import bulk_reads
 from conveyor.ledger.actors import reviewer_actor
 from conveyor.ledger.statuses import REVIEW_STATUSES, REVIEW_VALUES, Status, as_statuses
 from conveyor.ledger.store import Item, Ledger
@@ -128,6 +129,18 @@ class BulkOutcome:
         }
 
 
+def _statuses(where: QueueFilter) -> list[str]:
+    """The review statuses ``where`` names (default both).
+
+    :raises InvalidDecision: a status that is not a review status.
+    """
+    statuses = REVIEW_VALUES if where.status is None else list(as_statuses(where.status))
+    outside = [s for s in statuses if s not in REVIEW_STATUSES]
+    if outside:
+        raise InvalidDecision(f"status {outside[0]!r} is not a review status; use one of {REVIEW_VALUES}")
+    return statuses
+
+
 def matching_sql(
     where: QueueFilter, *, limit: int = MAX_BULK, after: tuple[datetime, str] | None = None
 ) -> tuple[str, list[Any]]:
@@ -138,21 +151,7 @@ def matching_sql(
         filter-based decision (the items it could not move still match and are not read again).
     :raises InvalidDecision: a status that is not a review status.
     """
-    statuses = REVIEW_VALUES if where.status is None else list(as_statuses(where.status))
-    outside = [s for s in statuses if s not in REVIEW_STATUSES]
-    if outside:
-        raise InvalidDecision(f"status {outside[0]!r} is not a review status; use one of {REVIEW_VALUES}")
-    query = "SELECT item_id FROM conveyor.items WHERE status = ANY(%s) AND workflow = ANY(%s)"
-    params: list[Any] = [statuses, sorted(where.workflows)]
-    if where.run_id:
-        query += " AND run_id = %s"
-        params.append(where.run_id)
-    if after is not None:
-        query += " AND (updated_at, item_id) > (%s, %s)"
-        params.extend(after)
-    query += " ORDER BY updated_at, item_id LIMIT %s"
-    params.append(limit)
-    return query, params
+    return bulk_reads.matching_sql(_statuses(where), where.workflows, where.run_id, limit=limit, after=after)
 
 
 def matching_ids(ledger: Ledger, where: QueueFilter, *, limit: int = MAX_BULK) -> list[str]:
@@ -166,21 +165,19 @@ def matching_page(
     """(item id, updated_at) of the queue's items matching ``where`` after ``after``, oldest first."""
     if not where.workflows:
         return []
-    query, params = matching_sql(where, limit=limit, after=after)
-    query = query.replace("SELECT item_id FROM", "SELECT item_id, updated_at FROM", 1)
+    statuses = _statuses(where)
     with ledger.connect() as conn:
-        return [(r[0], r[1]) for r in conn.execute(query, params).fetchall()]
+        page = bulk_reads.matching_page(conn, statuses, where.workflows, where.run_id, limit=limit, after=after)
+    return [(row.item_id, row.updated_at) for row in page]
 
 
 def count_matching(ledger: Ledger, where: QueueFilter) -> int:
     """How many of the queue's items match ``where`` now."""
     if not where.workflows:
         return 0
-    query, params = matching_sql(where, limit=1)
-    query = query.replace("SELECT item_id FROM", "SELECT count(*) FROM", 1).rsplit(" ORDER BY", 1)[0]
+    statuses = _statuses(where)
     with ledger.connect() as conn:
-        row = conn.execute(query, params[:-1]).fetchone()
-    return int(row[0]) if row else 0
+        return bulk_reads.count_matching(conn, statuses, where.workflows, where.run_id)
 
 
 def decide_matching(
@@ -221,12 +218,8 @@ def last_decisions(ledger: Ledger, item_ids: Sequence[str]) -> dict[str, tuple[s
     if not item_ids:
         return {}
     with ledger.connect() as conn:
-        rows = conn.execute(
-            "SELECT DISTINCT ON (item_id) item_id, actor, at FROM conveyor.transitions"
-            " WHERE item_id = ANY(%s) AND from_status = ANY(%s) ORDER BY item_id, id DESC",
-            (list(item_ids), REVIEW_VALUES),
-        ).fetchall()
-    return {row[0]: (row[1], row[2]) for row in rows}
+        moves = bulk_reads.last_moves_out_of(conn, item_ids, REVIEW_VALUES)
+    return {item_id: (move.actor, move.at) for item_id, move in moves.items()}
 
 
 def decide_many(

@@ -14,35 +14,13 @@ data and have no audit row (the decision that follows has one).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime
 
 from conveyor.errors import ReviewError
+from conveyor.ledger import review_claims
+from conveyor.ledger.review_claims import Claim
 from conveyor.ledger.store import Ledger
 
-
-@dataclass(frozen=True)
-class Claim:
-    """Who has an item open, until when.
-
-    :param item_id: the item.
-    :param reviewer: the reviewer's name (the authenticated user).
-    :param claimed_at: when the claim was taken (or last renewed).
-    :param expires_at: when it ends by itself.
-    """
-
-    item_id: str
-    reviewer: str
-    claimed_at: datetime
-    expires_at: datetime
-
-    def as_json(self) -> dict[str, str]:
-        return {
-            "item_id": self.item_id,
-            "reviewer": self.reviewer,
-            "claimed_at": self.claimed_at.isoformat(),
-            "expires_at": self.expires_at.isoformat(),
-        }
+__all__ = ["Claim", "ClaimHeld", "ReviewClaims", "claim_minutes"]
 
 
 class ClaimHeld(ReviewError):
@@ -84,46 +62,24 @@ class ReviewClaims:
         :raises ClaimHeld: another reviewer holds a live claim.
         """
         with self.ledger.connect() as conn:
-            # One guarded upsert: the row is taken only when free, expired, or already ours.
-            row = conn.execute(
-                "INSERT INTO conveyor.review_claims AS c (item_id, reviewer, claimed_at, expires_at)"
-                " VALUES (%(item)s, %(who)s, now(), now() + make_interval(mins => %(minutes)s))"
-                " ON CONFLICT (item_id) DO UPDATE SET reviewer = EXCLUDED.reviewer,"
-                " claimed_at = EXCLUDED.claimed_at, expires_at = EXCLUDED.expires_at"
-                " WHERE c.reviewer = EXCLUDED.reviewer OR c.expires_at <= now()"
-                " RETURNING item_id, reviewer, claimed_at, expires_at",
-                {"item": item_id, "who": reviewer, "minutes": self.minutes},
-            ).fetchone()
-            if row is None:
-                held = conn.execute(
-                    "SELECT item_id, reviewer, claimed_at, expires_at FROM conveyor.review_claims WHERE item_id = %s",
-                    (item_id,),
-                ).fetchone()
+            claim = review_claims.take(conn, item_id, reviewer, minutes=self.minutes)
+            if claim is None:
+                held = review_claims.holder(conn, item_id)
                 if held is not None:
-                    raise ClaimHeld(Claim(*held))
+                    raise ClaimHeld(held)
                 return self.claim(item_id, reviewer)  # released in between: take it
-        return Claim(*row)
+        return claim
 
     def release(self, item_ids: Sequence[str], reviewer: str | None = None) -> int:
         """End the claims on ``item_ids`` (only ``reviewer``'s when given); returns how many ended."""
         if not item_ids:
             return 0
-        query = "DELETE FROM conveyor.review_claims WHERE item_id = ANY(%s)"
-        params: list[object] = [list(item_ids)]
-        if reviewer is not None:
-            query += " AND reviewer = %s"
-            params.append(reviewer)
         with self.ledger.connect() as conn:
-            return conn.execute(query, params).rowcount
+            return review_claims.release(conn, item_ids, reviewer)
 
     def live(self, item_ids: Sequence[str]) -> dict[str, Claim]:
         """The live (unexpired) claims among ``item_ids``, each looked up by key."""
         if not item_ids:
             return {}
         with self.ledger.connect() as conn:
-            rows = conn.execute(
-                "SELECT item_id, reviewer, claimed_at, expires_at FROM conveyor.review_claims"
-                " WHERE item_id = ANY(%s) AND expires_at > now()",
-                (list(item_ids),),
-            ).fetchall()
-        return {row[0]: Claim(*row) for row in rows}
+            return review_claims.live(conn, item_ids)

@@ -16,12 +16,13 @@ comes back to the queue (a correction that fails again) is escalated anew after 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from conveyor.errors import ReviewError
+from conveyor.ledger import review_escalations
+from conveyor.ledger.review_escalations import OverdueItem
 from conveyor.ledger.statuses import REVIEW_VALUES, Status
 
 if TYPE_CHECKING:
@@ -40,56 +41,16 @@ class ItemEscalation(StrEnum):
     FAIL = "fail"
 
 
-@dataclass(frozen=True)
-class OverdueItem:
-    """An item of the run that has waited longer than the step allows."""
-
-    item_id: str
-    status: str
-    waiting_since: datetime
-    reason: str | None
-
-    def waited(self, now: datetime) -> timedelta:
-        return now - self.waiting_since
-
-
-#: Items of the run on the queue since before the cut-off, not escalated by this step for this wait
-#: (index ``items_workflow_run_status``; the escalations' primary key).
-_OVERDUE_SQL = """
-SELECT i.item_id, i.status, i.updated_at, i.reason
-FROM conveyor.items i
-WHERE i.workflow = %(workflow)s AND i.run_id = %(run_id)s AND i.status = ANY(%(statuses)s::text[])
-  AND i.updated_at <= %(cutoff)s
-  AND NOT EXISTS (
-      SELECT 1 FROM conveyor.review_escalations e
-      WHERE e.item_id = i.item_id AND e.step = %(step)s AND e.waiting_since = i.updated_at)
-ORDER BY i.updated_at, i.item_id
-"""
-
-#: Records the escalation of each item's wait (once: the primary key).
-_RECORD_SQL = """
-INSERT INTO conveyor.review_escalations (item_id, step, waiting_since, workflow, run_id, action)
-SELECT x.item_id, %(step)s, x.since, %(workflow)s, %(run_id)s, %(action)s
-FROM unnest(%(ids)s::text[], %(since)s::timestamptz[]) AS x(item_id, since)
-ON CONFLICT DO NOTHING
-"""
-
-
 def overdue_items(
     ledger: Ledger, *, workflow: str, run_id: str, step: str, item_timeout: float, now: datetime | None = None
 ) -> list[OverdueItem]:
     """Items of the run that have waited at least ``item_timeout`` seconds, not yet escalated by ``step``."""
     now = now or datetime.now(UTC)
-    params = {
-        "workflow": workflow,
-        "run_id": run_id,
-        "statuses": _REVIEW_VALUES,
-        "cutoff": now - timedelta(seconds=item_timeout),
-        "step": step,
-    }
+    cutoff = now - timedelta(seconds=item_timeout)
     with ledger.connect() as conn:
-        rows = conn.execute(_OVERDUE_SQL, params).fetchall()
-    return [OverdueItem(r[0], r[1], r[2], r[3]) for r in rows]
+        return review_escalations.overdue(
+            conn, workflow=workflow, run_id=run_id, step=step, statuses=_REVIEW_VALUES, cutoff=cutoff
+        )
 
 
 def escalate_items(
@@ -153,17 +114,7 @@ def _record(
     ledger: Ledger, items: Sequence[OverdueItem], *, workflow: str, run_id: str, step: str, action: ItemEscalation
 ) -> None:
     with ledger.connect() as conn:
-        conn.execute(
-            _RECORD_SQL,
-            {
-                "step": step,
-                "workflow": workflow,
-                "run_id": run_id,
-                "action": action.value,
-                "ids": [o.item_id for o in items],
-                "since": [o.waiting_since for o in items],
-            },
-        )
+        review_escalations.record(conn, items, workflow=workflow, run_id=run_id, step=step, action=action.value)
 
 
 class ItemsOverdue(ReviewError, RuntimeError):

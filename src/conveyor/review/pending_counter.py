@@ -30,26 +30,12 @@ from datetime import datetime
 
 import psycopg
 
+from conveyor.ledger import run_waits
 from conveyor.ledger.statuses import UNRESOLVED_VALUES, Status
 
 log = logging.getLogger(__name__)
 
 _UNRESOLVED_VALUES: list[str] = UNRESOLVED_VALUES
-
-#: One statement for every (workflow, run) asked in a batch; each pair is an index range scan of
-#: ``items_workflow_run_status``.
-BATCH_SQL = """
-SELECT k.workflow, k.run_id, k.step, count(i.item_id),
-       count(i.item_id) FILTER (WHERE i.status = %(corrected)s),
-       min(i.updated_at) FILTER (
-           WHERE k.step <> '' AND i.status <> %(corrected)s AND NOT EXISTS (
-               SELECT 1 FROM conveyor.review_escalations e
-               WHERE e.item_id = i.item_id AND e.step = k.step AND e.waiting_since = i.updated_at))
-FROM unnest(%(workflows)s::text[], %(run_ids)s::text[], %(steps)s::text[]) AS k(workflow, run_id, step)
-LEFT JOIN conveyor.items i
-       ON i.workflow = k.workflow AND i.run_id = k.run_id AND i.status = ANY(%(statuses)s::text[])
-GROUP BY k.workflow, k.run_id, k.step
-"""
 
 #: (workflow, run id, step watching item ages or "")
 Key = tuple[str, str, str]
@@ -203,20 +189,12 @@ class PendingCounter:
                 )
             self.queries += 1
             PendingCounter.total_queries += 1
-            cursor = await self._conn.execute(
-                BATCH_SQL,
-                {
-                    "workflows": [k[0] for k in keys],
-                    "run_ids": [k[1] for k in keys],
-                    "steps": [k[2] for k in keys],
-                    "statuses": _UNRESOLVED_VALUES,
-                    "corrected": Status.CORRECTED,
-                },
+            rows = await run_waits.pending_batch(
+                self._conn, keys, statuses=_UNRESOLVED_VALUES, corrected=Status.CORRECTED
             )
-            rows = await cursor.fetchall()
         return {
-            (workflow, run_id, step): PendingCount(int(n) - int(fixed), int(fixed), oldest)
-            for workflow, run_id, step, n, fixed, oldest in rows
+            (row.workflow, row.run_id, row.step): PendingCount(row.waiting - row.corrected, row.corrected, row.oldest)
+            for row in rows
         }
 
     async def _drop_connection(self) -> None:

@@ -13,12 +13,13 @@ A preview is not item data: it has no audit row (the sign-off's answer is Airflo
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from urllib.parse import quote
 
+from conveyor.ledger import signoff_previews
+from conveyor.ledger.signoff_previews import StoredPreview
 from conveyor.ledger.store import Ledger
 
 #: Where the Conveyor app serves a sign-off preview, under the API server's base URL.
@@ -94,56 +95,27 @@ class SignOffPreviews:
         if not latest:
             return 0
         rows = [
-            {
-                "workflow": p.workflow,
-                "run_id": p.run_id,
-                "task_id": p.task_id,
-                "source_task": p.source_task,
-                "files": [{"name": n, "text": t} for n, t in p.files.items()],
-                "items": p.items,
-                "rendered_by": p.rendered_by,
-            }
+            StoredPreview(p.workflow, p.run_id, p.task_id, p.source_task, p.files, p.items, p.rendered_by)
             for p in latest.values()
         ]
         with self.ledger.connect() as conn:
-            return conn.execute(
-                "INSERT INTO conveyor.signoff_previews AS p"
-                " (workflow, run_id, task_id, source_task, files, items, rendered_by, rendered_at)"
-                " SELECT workflow, run_id, task_id, source_task, files, items, rendered_by, now()"
-                " FROM jsonb_to_recordset(%s::jsonb) AS r(workflow text, run_id text, task_id text,"
-                " source_task text, files jsonb, items integer, rendered_by text)"
-                " ON CONFLICT (workflow, run_id, task_id) DO UPDATE SET source_task = EXCLUDED.source_task,"
-                " files = EXCLUDED.files, items = EXCLUDED.items, rendered_by = EXCLUDED.rendered_by,"
-                " rendered_at = EXCLUDED.rendered_at",
-                (json.dumps(rows, ensure_ascii=False, separators=(",", ":")),),
-            ).rowcount
+            return signoff_previews.save(conn, rows)
 
     def discard(self, keys: Sequence[tuple[str, str, str]]) -> int:
         """Remove the previews of these (workflow, run id, task id): a preview that could not be
         rendered this time must not leave the last one standing. Returns how many were removed."""
         if not keys:
             return 0
-        workflows, run_ids, task_ids = (list(column) for column in zip(*keys, strict=True))
         with self.ledger.connect() as conn:
-            return conn.execute(
-                "DELETE FROM conveyor.signoff_previews p USING unnest(%s::text[], %s::text[], %s::text[])"
-                " AS k(workflow, run_id, task_id)"
-                " WHERE p.workflow = k.workflow AND p.run_id = k.run_id AND p.task_id = k.task_id",
-                (workflows, run_ids, task_ids),
-            ).rowcount
+            return signoff_previews.discard(conn, keys)
 
     def get(self, workflow: str, run_id: str, task_id: str) -> Preview | None:
         """The stored preview of a sign-off task of a run (looked up by key), or None."""
         with self.ledger.connect() as conn:
-            row = conn.execute(
-                "SELECT source_task, files, items, rendered_by, rendered_at FROM conveyor.signoff_previews"
-                " WHERE workflow = %s AND run_id = %s AND task_id = %s",
-                (workflow, run_id, task_id),
-            ).fetchone()
+            row = signoff_previews.get(conn, workflow, run_id, task_id)
         if row is None:
             return None
-        source_task, files, items, rendered_by, rendered_at = row
         return Preview(
-            workflow, run_id, task_id, source_task, {f["name"]: f["text"] for f in files}, items,
-            rendered_by, rendered_at,
-        )
+            row.workflow, row.run_id, row.task_id, row.source_task, row.files, row.items,
+            row.rendered_by, row.rendered_at,
+        )  # fmt: skip

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from conveyor.errors import ReviewError
+from conveyor.ledger import run_waits
 from conveyor.ledger.statuses import Status
 
 if TYPE_CHECKING:
@@ -30,19 +31,6 @@ if TYPE_CHECKING:
 #: The suffix of the revalidation's step name in batch records and gate results.
 STEP_SUFFIX = ":corrections"
 
-#: The gate named by each corrected item's latest move to ``quarantined`` (index ``transitions_item``).
-_GATES_SQL = """
-SELECT i.item_id, q.gate
-FROM conveyor.items i
-LEFT JOIN LATERAL (
-    SELECT t.detail->>'gate' AS gate FROM conveyor.transitions t
-    WHERE t.item_id = i.item_id AND t.to_status = 'quarantined'
-    ORDER BY t.id DESC LIMIT 1
-) q ON true
-WHERE i.workflow = %s AND i.run_id = %s AND i.status = %s
-ORDER BY i.item_id
-"""
-
 
 class RevalidationError(ReviewError, RuntimeError):
     """Corrected items cannot be validated again by this run (no such gate in its DAG)."""
@@ -51,8 +39,8 @@ class RevalidationError(ReviewError, RuntimeError):
 def corrected_gates(ledger: Ledger, workflow: str, run_id: str) -> dict[str, str | None]:
     """Corrected items of the run waiting to be validated again -> the gate that quarantined them."""
     with ledger.connect() as conn:
-        rows = conn.execute(_GATES_SQL, (workflow, run_id, Status.CORRECTED)).fetchall()
-    return {item_id: (gate.split(":", 1)[0] if gate else None) for item_id, gate in rows}
+        rows = run_waits.corrected_gates(conn, workflow, run_id, Status.CORRECTED)
+    return {row.item_id: (row.gate.split(":", 1)[0] if row.gate else None) for row in rows}
 
 
 def revalidate(

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from psycopg.rows import dict_row
-
+from conveyor.ledger import review_queue_reads
 from conveyor.ledger.errors import UnknownWorkflow
+from conveyor.ledger.review_queue_reads import page_sql
 from conveyor.ledger.statuses import REVIEW_STATUSES, REVIEW_VALUES, Status, as_statuses
 from conveyor.ledger.store import Item, TransitionRecord
 from conveyor.review.blockers import Blocker, blockers_of
@@ -33,19 +33,6 @@ __all__ = ["MAX_PAGE", "Action", "DecisionResult", "ItemView", "QueueEntry", "Qu
 MAX_PAGE = 500
 
 _REVIEW_VALUES: list[str] = REVIEW_VALUES
-_ITEM_COLUMNS = ", ".join(Item.__dataclass_fields__)
-
-
-def page_sql(clause: str, order_value: str) -> str:
-    """One page of the queue: the items matching ``clause`` (read through the partial review index),
-    ordered by priority, the priority field's value (``order_value``), then age."""
-    return (
-        f"SELECT {_ITEM_COLUMNS}, extract(epoch FROM now() - updated_at)::float8 AS age_seconds,"
-        f" {order_value}::float8 AS priority_value"
-        f" FROM conveyor.items WHERE {clause}"
-        " ORDER BY priority DESC, priority_value DESC NULLS LAST, updated_at ASC, item_id"
-        " LIMIT %(limit)s OFFSET %(offset)s"
-    )
 
 
 @dataclass(frozen=True)
@@ -107,11 +94,7 @@ class ReviewQueue(QueueDecisions):
     def workflows(self) -> list[str]:
         """Workflows that have at least one item waiting for a person."""
         with self.ledger.connect() as conn:
-            rows = conn.execute(
-                "SELECT DISTINCT workflow FROM conveyor.items WHERE status = ANY(%s) ORDER BY workflow",
-                (_REVIEW_VALUES,),
-            ).fetchall()
-        return [r[0] for r in rows]
+            return review_queue_reads.workflows_with(conn, _REVIEW_VALUES)
 
     def list(
         self,
@@ -143,28 +126,21 @@ class ReviewQueue(QueueDecisions):
             raise ValueError(f"status {outside[0]!r} is not a review status; use one of {_REVIEW_VALUES}")
         if workflows is not None and not workflows:
             return QueuePage([], 0, limit, offset)
-        where = ["status = ANY(%(statuses)s)"]
-        params: dict[str, Any] = {"statuses": statuses, "limit": limit, "offset": offset}
-        if workflows is not None:
-            where.append("workflow = ANY(%(workflows)s)")
-            params["workflows"] = sorted(workflows)
-        if run_id is not None:
-            where.append("run_id = %(run_id)s")
-            params["run_id"] = run_id
-        clause = " AND ".join(where)
+        params: dict[str, Any] = {"limit": limit, "offset": offset}
+        clause = review_queue_reads.queue_clause(params, statuses=statuses, workflows=workflows, run_id=run_id)
         order_value = priority_sql(self._declarations(workflows), params)
-        with self.ledger.connect() as conn, conn.cursor(row_factory=dict_row) as cur:
-            total = cur.execute(f"SELECT count(*) AS n FROM conveyor.items WHERE {clause}", params).fetchone()
-            rows = cur.execute(page_sql(clause, order_value), params).fetchall()
-        entries = []
-        for row in rows:
-            age = row.pop("age_seconds")
-            value = row.pop("priority_value")
-            item = Item(**row)
-            entries.append(
-                QueueEntry(item=item, waiting_since=item.updated_at, age_seconds=max(age, 0.0), priority_value=value)
+        with self.ledger.connect() as conn:
+            total, rows = review_queue_reads.page(conn, clause, order_value, params)
+        entries = [
+            QueueEntry(
+                item=row.item,
+                waiting_since=row.item.updated_at,
+                age_seconds=max(row.age_seconds, 0.0),
+                priority_value=row.priority_value,
             )
-        return QueuePage(entries, int(total["n"]) if total else 0, limit, offset)
+            for row in rows
+        ]
+        return QueuePage(entries, total, limit, offset)
 
     def _declarations(self, workflows: Collection[str] | None) -> dict[str, Workflow]:
         """The stored declarations of ``workflows`` (None: every workflow with items waiting)."""
@@ -210,14 +186,8 @@ class ReviewQueue(QueueDecisions):
         text = text.strip()
         if not text or (workflows is not None and not workflows):
             return []
-        query = f"SELECT {_ITEM_COLUMNS} FROM conveyor.items WHERE (item_id = %(q)s OR business_key = %(q)s)"
-        params: dict[str, Any] = {"q": text, "limit": max(1, min(limit, MAX_PAGE))}
-        if workflows is not None:
-            query += " AND workflow = ANY(%(workflows)s)"
-            params["workflows"] = sorted(workflows)
-        query += " ORDER BY updated_at DESC, item_id LIMIT %(limit)s"
-        with self.ledger.connect() as conn, conn.cursor(row_factory=dict_row) as cur:
-            return [Item(**row) for row in cur.execute(query, params).fetchall()]
+        with self.ledger.connect() as conn:
+            return review_queue_reads.search(conn, text, workflows=workflows, limit=max(1, min(limit, MAX_PAGE)))
 
     def card(self, item: Item) -> builtins.list[CardField]:
         """The item's review card, from its workflow's stored declaration (empty when undeclared)."""

@@ -10,16 +10,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from conveyor.ledger import run_waits
 from conveyor.ledger.statuses import REVIEW_VALUES, UNRESOLVED_VALUES
 from conveyor.ledger.store import Ledger
-
-_REVIEW_VALUES: list[str] = REVIEW_VALUES
-
-#: One cheap query (index ``items_workflow_run_status``): how many items still wait (for a person,
-#: or corrected and not validated again yet).
-PENDING_COUNT_SQL = (
-    "SELECT count(*) FROM conveyor.items WHERE workflow = %s AND run_id = %s AND status = ANY(%s::text[])"
-)
 
 
 @dataclass
@@ -68,30 +61,18 @@ class RunReviewState:
 def pending_count(ledger: Ledger, workflow: str, run_id: str) -> int:
     """How many items of the run still wait for a person or for revalidation (one indexed count)."""
     with ledger.connect() as conn:
-        row = conn.execute(PENDING_COUNT_SQL, (workflow, run_id, UNRESOLVED_VALUES)).fetchone()
-    return int(row[0]) if row else 0
+        return run_waits.pending_count(conn, workflow, run_id, UNRESOLVED_VALUES)
 
 
 def read_run_state(ledger: Ledger, workflow: str, run_id: str) -> RunReviewState:
     """The full review state of a run: pending items and every decision taken on its items."""
     state = RunReviewState(workflow=workflow, run_id=run_id)
     with ledger.connect() as conn:
-        state.pending = [
-            r[0]
-            for r in conn.execute(
-                "SELECT item_id FROM conveyor.items WHERE workflow = %s AND run_id = %s"
-                " AND status = ANY(%s::text[]) ORDER BY item_id",
-                (workflow, run_id, UNRESOLVED_VALUES),
-            ).fetchall()
-        ]
-        rows = conn.execute(
-            "SELECT item_id, actor, to_status FROM conveyor.transitions"
-            " WHERE workflow = %s AND run_id = %s AND from_status = ANY(%s::text[]) ORDER BY id",
-            (workflow, run_id, _REVIEW_VALUES),
-        ).fetchall()
+        state.pending = run_waits.pending_ids(conn, workflow, run_id, UNRESOLVED_VALUES)
+        moves = run_waits.moves_out_of(conn, workflow, run_id, REVIEW_VALUES)
     waiting = set(state.pending)
-    for item_id, actor, to_status in rows:
-        state.decisions[(actor, to_status)] += 1
-        if item_id not in waiting:
-            state.decided_items.add(item_id)
+    for move in moves:
+        state.decisions[(move.actor, move.to_status)] += 1
+        if move.item_id not in waiting:
+            state.decided_items.add(move.item_id)
     return state

@@ -353,13 +353,10 @@ class HumanReviewSensor(BaseSensorOperator):
 
 
 def _item_escalations_of(ledger: Ledger, workflow: str, run_id: str, step: str) -> dict[str, int]:
+    from conveyor.ledger import review_escalations
+
     with ledger.connect() as conn:
-        rows = conn.execute(
-            "SELECT action, count(*) FROM conveyor.review_escalations"
-            " WHERE workflow = %s AND run_id = %s AND step = %s GROUP BY action ORDER BY action",
-            (workflow, run_id, step),
-        ).fetchall()
-    return {action: int(n) for action, n in rows}
+        return review_escalations.counts_by_action(conn, workflow, run_id, step)
 
 
 def _human_duration(seconds: float) -> str:

@@ -11,8 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-import psycopg
+if TYPE_CHECKING:
+    import psycopg  # the ledger's modules load with the DAGs: the driver only when a statement runs
+
 
 _COLUMNS = "item_id, reviewer, claimed_at, expires_at"
 

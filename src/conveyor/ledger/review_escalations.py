@@ -11,8 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
-import psycopg
+if TYPE_CHECKING:
+    import psycopg  # the ledger's modules load with the DAGs: the driver only when a statement runs
+
 
 #: Items of the run on the queue since before the cut-off, not escalated by this step for this wait
 #: (index ``items_workflow_run_status``; the escalations' primary key).

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import psycopg
-from psycopg.rows import dict_row
+from typing import TYPE_CHECKING, Any
 
 from conveyor.ledger.records import ITEM_COLUMNS, Item
+
+if TYPE_CHECKING:
+    import psycopg  # the ledger's modules load with the DAGs: the driver only when a statement runs
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,8 @@ def page(conn: psycopg.Connection, clause: str, order_value: str, params: dict[s
     :param order_value: an SQL expression over the item's row (the priority field's value).
     :param params: the parameters of both, with ``limit`` and ``offset``.
     """
+    from psycopg.rows import dict_row
+
     with conn.cursor(row_factory=dict_row) as cur:
         total = cur.execute(f"SELECT count(*) AS n FROM conveyor.items WHERE {clause}", params).fetchone()
         rows = cur.execute(page_sql(clause, order_value), params).fetchall()
@@ -101,6 +103,8 @@ def search(conn: psycopg.Connection, text: str, *, workflows: Collection[str] | 
         query += " AND workflow = ANY(%(workflows)s)"
         params["workflows"] = sorted(workflows)
     query += " ORDER BY updated_at DESC, item_id LIMIT %(limit)s"
+    from psycopg.rows import dict_row
+
     with conn.cursor(row_factory=dict_row) as cur:
         return [Item(**row) for row in cur.execute(query, params).fetchall()]
 

@@ -14,8 +14,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-import psycopg
+if TYPE_CHECKING:
+    import psycopg  # the ledger's modules load with the DAGs: the driver only when a statement runs
+
 
 #: One statement for every (workflow, run, step) asked in a batch; each pair is an index range scan
 #: of ``items_workflow_run_status``.

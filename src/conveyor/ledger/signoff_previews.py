@@ -11,8 +11,11 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-import psycopg
+if TYPE_CHECKING:
+    import psycopg  # the ledger's modules load with the DAGs: the driver only when a statement runs
+
 
 
 @dataclass(frozen=True)

@@ -5,14 +5,14 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from conveyor.ledger import IllegalTransition, NewItem, store
+from conveyor.ledger import IllegalTransition, NewItem, transitions
 
 WF = "supplier_exceptions"
 
 
 @pytest.fixture
 def small_chunks(monkeypatch):
-    monkeypatch.setattr(store, "CHUNK_SIZE", 10)  # 95 items: 10 chunks, two lanes of 5
+    monkeypatch.setattr(transitions, "CHUNK_SIZE", 10)  # 95 items: 10 chunks, two lanes of 5
 
 
 @pytest.fixture

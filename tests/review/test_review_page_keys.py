@@ -76,7 +76,18 @@ def open_item(page, item_id: str) -> None:
 
 
 def result_says(page, text: str) -> None:
-    page.wait_for_function("t => document.querySelector('#decision-result').textContent.includes(t)", arg=text)
+    try:
+        page.wait_for_function("t => document.querySelector('#decision-result').textContent.includes(t)", arg=text)
+    except Exception as exc:  # seen twice under load, cause not yet found: say what the page showed instead
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS / "result-says-failed.png"))
+        shown = page.evaluate("""() => ({
+            result: document.querySelector('#decision-result').textContent,
+            title: document.querySelector('#item-title').dataset.itemId,
+            approve_disabled: document.querySelector('#approve').disabled,
+            recorded: window.__conveyorReview,
+        })""")
+        raise AssertionError(f"the result never said {text!r}; the page showed {shown}") from exc
 
 
 def test_a_one_field_correction_is_a_form_with_the_failing_field_focused(api_server, ledger, gated):

@@ -1,6 +1,5 @@
-"""How :meth:`conveyor.ledger.Ledger.receive` writes one chunk of new items.
-
-Two ways, tried in this order:
+"""How :meth:`conveyor.ledger.Ledger.receive` writes new items: a transaction per chunk
+(:func:`receive_items`), each chunk written one of two ways, tried in this order:
 
 1. **Straight COPY.** When none of the chunk's items is in the ledger yet (a new delivery: the
    common case), the items are copied straight into ``conveyor.items`` and their audit rows
@@ -18,8 +17,8 @@ gate routes every row this way: receiving and routing 1M rows is one write, not 
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from itertools import islice
 from typing import TYPE_CHECKING, Any
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import psycopg
 
+    from conveyor.ledger.changes import NewItem, ReceiveResult
     from conveyor.workflow import Workflow
 
 
@@ -278,3 +278,76 @@ def stage_and_insert(
                 (list(new),),
             ).fetchall()
     return new, existing
+
+
+def receive_items(
+    connect: Callable[[], AbstractContextManager[psycopg.Connection]],
+    flow: Workflow,
+    run_id: str,
+    items: Iterable[NewItem],
+    *,
+    actor: str,
+    reason: str | None,
+    routes: Mapping[str, Route] | None,
+) -> ReceiveResult:
+    """Record ``items`` in ``flow``'s first status, a transaction per :data:`CHUNK_ROWS`; see
+    :meth:`Ledger.receive` (which checked the routes against the workflow's table).
+
+    :param connect: opens the connection (:meth:`Ledger.connect`).
+    """
+    from conveyor.ledger.changes import ReceiveResult
+    from conveyor.ledger.hashing import canonical_json, hash_text, item_id_for
+    from conveyor.ledger.moves import chunks
+
+    result = ReceiveResult()
+    given: dict[str, NewItem] = {}
+    with no_gc():
+        for item in items:
+            item_id = item_id_for(flow.name, item.business_key)
+            if item_id in given:
+                result.duplicates.append(item_id)
+            else:
+                given[item_id] = item
+        with connect() as conn:
+            for chunk in chunks(list(given.items()), CHUNK_ROWS):
+                # Rows are made as the COPY streams them: the server inserts one part while the
+                # next is serialised (each payload once: stored and hashed).
+                rows = LazyRows(chunk, canonical_json, hash_text)
+                _receive_chunk(conn, flow, run_id, rows, actor, reason, routes, result)
+                conn.commit()
+    return result
+
+
+def _receive_chunk(
+    conn: psycopg.Connection,
+    flow: Workflow,
+    run_id: str,
+    rows: LazyRows,
+    actor: str,
+    reason: str | None,
+    routes: Mapping[str, Route] | None,
+    result: ReceiveResult,
+) -> None:
+    if copy_new(conn, flow, run_id, rows, actor=actor, reason=reason, routes=routes):
+        result.inserted.extend(row[0] for row in rows)
+        return
+    new, existing = stage_and_insert(conn, flow, run_id, rows, actor=actor, reason=reason)
+    result.inserted.extend(row[0] for row in rows if row[0] in new)
+    for item_id, other_run, status, same in existing:
+        if same:
+            result.unchanged.append(item_id)
+        else:
+            result.conflicts[item_id] = (other_run, status)
+    if routes:  # the new items of a chunk with conflicts make their move as a second statement
+        from conveyor.ledger.changes import ItemUpdate
+        from conveyor.ledger.moves import move_chunk
+
+        by_status: dict[str, dict[str, ItemUpdate]] = {}
+        for item_id in sorted(new & routes.keys()):
+            route = routes[item_id]
+            by_status.setdefault(route.to_status, {})[item_id] = ItemUpdate(
+                reason=route.reason, last_error=route.last_error, review_target=route.review_target,
+                detail=route.detail,
+            )
+        for to_status, updates in by_status.items():
+            move_chunk(conn, flow, list(updates), updates, [flow.first], to_status, actor, None)

@@ -14,10 +14,8 @@ methods calls the ledger module that holds the statements (:mod:`~conveyor.ledge
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
 
@@ -29,14 +27,13 @@ from conveyor.ledger import (
     batches,
     deliveries,
     effects,
-    faults,
     item_reads,
     leases,
     migrate,
-    moves,
-    pool,
     receiving,
     reviewed,
+    sessions,
+    transitions,
 )
 from conveyor.ledger import workflows as declarations
 
@@ -47,7 +44,7 @@ from conveyor.ledger.changes import ReceiveResult as ReceiveResult
 from conveyor.ledger.changes import TransitionResult as TransitionResult
 from conveyor.ledger.connection import describe, resolve_dsn
 from conveyor.ledger.deliveries import Delivery, EarlierBatch, OutboxEntry
-from conveyor.ledger.errors import IllegalTransition, LedgerUnavailable
+from conveyor.ledger.errors import IllegalTransition
 from conveyor.ledger.hashing import canonical_json as canonical_json
 from conveyor.ledger.hashing import effect_key as _effect_key
 from conveyor.ledger.hashing import hash_text as hash_text
@@ -57,13 +54,7 @@ from conveyor.ledger.receiving import Route
 from conveyor.ledger.records import Item as Item
 from conveyor.ledger.records import TransitionRecord as TransitionRecord
 from conveyor.ledger.reviewed import ReviewDecision
-from conveyor.ledger.statuses import as_statuses
 from conveyor.workflow import Workflow
-
-#: Items per statement: large enough to be set-based, small enough to keep lock times short.
-CHUNK_SIZE = 10_000
-#: A move of at least twice this many chunks runs in two lanes (see :meth:`Ledger.transition`).
-_MIN_CHUNKS_PER_LANE = 2
 
 
 class Ledger:
@@ -95,30 +86,12 @@ class Ledger:
         return f"Ledger({describe(self.dsn)})"
 
     def open_connection(self) -> psycopg.Connection:
-        """A new connection of the caller's own, outside the pool (the caller closes it)."""
-        return self._open()
+        """A new connection of the caller's own, outside the pool (the caller closes it); while the
+        server refuses (restarting, recovering from a crash) it is tried again for up to
+        ``reconnect_seconds``, so a task rides out a short restart."""
+        return sessions.open_connection(self.dsn, self.application_name, self.reconnect_seconds)
 
-    def _open(self) -> psycopg.Connection:
-        """A new connection; while the server refuses (restarting, recovering from a crash) it is
-        tried again for up to ``reconnect_seconds``, so a task rides out a short restart."""
-        deadline = time.monotonic() + self.reconnect_seconds
-        delay = 0.25
-        while True:
-            try:
-                return psycopg.connect(
-                    self.dsn, application_name=self.application_name, connect_timeout=10, autocommit=False
-                )
-            except psycopg.OperationalError as exc:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise LedgerUnavailable(
-                        f"cannot reach the ledger database at {describe(self.dsn)}: {faults.first_line(exc)}"
-                    ) from None
-                time.sleep(min(delay, left))
-                delay = min(delay * 2, 2.0)
-
-    @contextmanager
-    def connect(self) -> Iterator[psycopg.Connection]:
+    def connect(self) -> AbstractContextManager[psycopg.Connection]:
         """A connection to the ledger; commits on success, rolls back on error.
 
         The connection is one of this process's idle ones when one answers (see
@@ -127,22 +100,7 @@ class Ledger:
         ledger's one error for "away, try again later"; whatever the transaction had done is
         rolled back by the server.
         """
-        conn = pool.checkout(self.dsn, self.application_name, self._open)
-        try:
-            try:
-                yield conn
-            except BaseException:
-                if not conn.closed and not conn.broken:
-                    conn.rollback()  # what ``with conn:`` did, but the connection stays open
-                raise
-            conn.commit()
-        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
-            conn.close()
-            raise LedgerUnavailable(
-                f"lost the ledger database at {describe(self.dsn)}: {faults.first_line(exc)}"
-            ) from exc
-        finally:
-            pool.checkin(self.dsn, self.application_name, conn)
+        return sessions.session(self.dsn, self.application_name, self.reconnect_seconds)
 
     def upgrade(self, target: int | None = None) -> list[str]:
         """Apply pending schema migrations; returns the names applied (empty when up to date)."""
@@ -223,55 +181,7 @@ class Ledger:
                 if not flow.allows(flow.first, target):
                     illegal = {i: flow.first for i, r in routes.items() if r.to_status == target}
                     raise IllegalTransition(flow.name, target, illegal)
-        result = ReceiveResult()
-        given: dict[str, NewItem] = {}
-        with receiving.no_gc():
-            for item in items:
-                item_id = item_id_for(flow.name, item.business_key)
-                if item_id in given:
-                    result.duplicates.append(item_id)
-                else:
-                    given[item_id] = item
-            with self.connect() as conn:
-                for chunk in moves.chunks(list(given.items()), receiving.CHUNK_ROWS):
-                    # Rows are made as the COPY streams them: the server inserts one part while
-                    # the next is serialised (each payload once: stored and hashed).
-                    rows = receiving.LazyRows(chunk, canonical_json, hash_text)
-                    self._receive_chunk(conn, flow, run_id, rows, actor, reason, routes, result)
-                    conn.commit()
-        return result
-
-    def _receive_chunk(
-        self,
-        conn: psycopg.Connection,
-        flow: Workflow,
-        run_id: str,
-        chunk: receiving.LazyRows,
-        actor: str,
-        reason: str | None,
-        routes: Mapping[str, Route] | None,
-        result: ReceiveResult,
-    ) -> None:
-        if receiving.copy_new(conn, flow, run_id, chunk, actor=actor, reason=reason, routes=routes):
-            result.inserted.extend(row[0] for row in chunk)
-            return
-        new, existing = receiving.stage_and_insert(conn, flow, run_id, chunk, actor=actor, reason=reason)
-        result.inserted.extend(row[0] for row in chunk if row[0] in new)
-        for item_id, other_run, status, same in existing:
-            if same:
-                result.unchanged.append(item_id)
-            else:
-                result.conflicts[item_id] = (other_run, status)
-        if routes:  # the new items of a chunk with conflicts make their move as a second statement
-            by_status: dict[str, dict[str, ItemUpdate]] = {}
-            for item_id in sorted(new & routes.keys()):
-                route = routes[item_id]
-                by_status.setdefault(route.to_status, {})[item_id] = ItemUpdate(
-                    reason=route.reason, last_error=route.last_error, review_target=route.review_target,
-                    detail=route.detail,
-                )
-            for to_status, updates in by_status.items():
-                moves.move_chunk(conn, flow, list(updates), updates, [flow.first], to_status, actor, None)
+        return receiving.receive_items(self.connect, flow, run_id, items, actor=actor, reason=reason, routes=routes)
 
     def transition(
         self,
@@ -306,75 +216,10 @@ class Ledger:
         ids = sorted(updates if updates is not None else set(items))  # sorted: one lock order
         if not ids:
             return TransitionResult()
-        flow = self.workflow(workflow)
-        target = str(to_status)
-        explicit = from_status is not None
-        if from_status is not None:
-            froms = list(as_statuses(from_status))
-            illegal = [s for s in froms if not flow.allows(s, target)]
-            if illegal:
-                raise IllegalTransition(flow.name, target, {item: illegal[0] for item in ids})
-        else:
-            froms = sorted({f for f, t in flow.transitions if t == target})
-        blocked = self._blocked_versions(flow, froms, target)
-        chunks = list(moves.chunks(ids, CHUNK_SIZE))
-        if not atomic and explicit and not blocked and len(chunks) >= 2 * _MIN_CHUNKS_PER_LANE:
-            # No item can make this call illegal (the statuses were checked above) and the caller
-            # repeats it until done: two lanes keep two server processes moving (a move of 100k
-            # items spends ~97% of its time waiting on the server, py-spy).
-            lanes = [chunks[: len(chunks) // 2], chunks[len(chunks) // 2 :]]
-            with ThreadPoolExecutor(len(lanes), thread_name_prefix="conveyor-move") as pool:
-                parts = list(pool.map(lambda lane: self._move_lane(
-                    flow, lane, updates, froms, target, actor, reason, explicit, blocked), lanes))
-            result = TransitionResult()
-            for part in parts:
-                result.moved.extend(part.moved)
-                result.not_moved.update(part.not_moved)
-            return result
-        # One transaction for the whole call (each chunk's statement in a savepoint of its own, for
-        # the deadlock retry): an illegal item anywhere leaves every item where it was.
-        return self._move_lane(flow, chunks, updates, froms, target, actor, reason, explicit, blocked)
-
-    def _move_lane(
-        self,
-        flow: Workflow,
-        chunks: Sequence[Sequence[str]],
-        updates: Mapping[str, ItemUpdate] | None,
-        froms: Sequence[str],
-        target: str,
-        actor: str,
-        reason: str | None,
-        explicit: bool,
-        blocked: Sequence[int],
-    ) -> TransitionResult:
-        """Move ``chunks`` in one transaction; see :meth:`transition`."""
-        result = TransitionResult()
-        with self.connect() as conn, conn.transaction():
-            for chunk in chunks:
-                moved = moves.move_chunk(conn, flow, chunk, updates, froms, target, actor, reason, blocked)
-                result.moved.extend(moved)
-                missing = [item_id for item_id in chunk if item_id not in moved]
-                if missing:
-                    current = moves.current_statuses(conn, missing)
-                    bad: dict[str, str] = {}
-                    if not explicit:
-                        bad = {i: s for i, s in current.items() if s is not None and not flow.allows(s, target)}
-                    if blocked:  # held back by the chain of the version they were received under
-                        bad.update({i: s for i, s in current.items() if s is not None and s in froms})
-                    if bad:
-                        raise IllegalTransition(flow.name, target, bad)
-                    result.not_moved.update(current)
-        return result
-
-    def _blocked_versions(self, flow: Workflow, froms: Sequence[str], target: str) -> list[int]:
-        """Older versions of the workflow whose chain forbids moving from ``froms`` to ``target``."""
-        if flow.version is None or flow.version <= 1:
-            return []
-        return [
-            version
-            for version, older in self.workflow_versions(flow.name).items()
-            if version != flow.version and any(not older.allows(f, target) for f in froms)
-        ]
+        return transitions.move_items(
+            self.connect, self.workflow(workflow), ids, updates, to_status=to_status, actor=actor,
+            from_status=from_status, reason=reason, atomic=atomic, versions=self.workflow_versions,
+        )
 
     # -- change notifications ----------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from conveyor.ledger import metric_reads as reads
+from conveyor.ledger import queue_history
 from conveyor.ledger.metric_reads import EXCEPTIONS, REVIEW, STOPPED, Window
 from conveyor.ledger.store import Ledger
 from conveyor.monitoring.stages import STAGES
@@ -118,8 +119,8 @@ def measure(
         received_by_status = reads.received_by_status(conn, flow, windows[0], as_of)
         cycle = reads.cycle(conn, flow, pooled)
         moments = [as_of - window, *(as_of - d * DAY for d in range(baseline_days + 1))]
-        queue_sizes = reads.queue_at(conn, workflow, [utc(t) for t in moments], since=since, bound=bound)
-        detail = reads.queue_detail(conn, workflow, since=since, until=as_of, oldest=oldest_items)
+        queue_sizes = queue_history.queue_at(conn, workflow, [utc(t) for t in moments], since=since, bound=bound)
+        detail = queue_history.queue_detail(conn, workflow, since=since, until=as_of, oldest=oldest_items)
 
     counts = [throughput.get(w.label, 0) for w in previous]
     current = throughput.get("current", 0)
@@ -233,7 +234,7 @@ def series(
         throughput = reads.throughput(conn, workflow, done, buckets)
         exceptions = reads.exceptions(conn, flow, buckets, as_of)
         cycle = reads.cycle(conn, flow, buckets)
-        queue = reads.queue_at(conn, workflow, [utc(b.end) for b in buckets], since=since, bound=bound)
+        queue = queue_history.queue_at(conn, workflow, [utc(b.end) for b in buckets], since=since, bound=bound)
     points = []
     for bucket, (size, oldest, over) in zip(buckets, queue, strict=True):
         received, exc, approvals = exceptions[bucket.label]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -20,8 +20,13 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class StoredPreview:
-    """One stored preview, as written and as read back.
+    """One stored preview, as written and as read back (the review's
+    :class:`~conveyor.review.previews.Preview` is this record with what a preview means).
 
+    :param workflow: the workflow (the DAG id).
+    :param run_id: the DAG run.
+    :param task_id: the sign-off task.
+    :param source_task: the publish step whose rendering it is.
     :param files: output file name -> text, in the publish step's order.
     :param items: how many items the sign-off approves.
     :param rendered_by: the task attempt that stored it (``<dag>.<task>#<try>``).
@@ -34,8 +39,8 @@ class StoredPreview:
     source_task: str
     files: Mapping[str, str]
     items: int
-    rendered_by: str | None
-    rendered_at: datetime | None = None
+    rendered_by: str | None = None
+    rendered_at: datetime | None = field(default=None, compare=False)
 
 
 def save(conn: psycopg.Connection, previews: Sequence[StoredPreview]) -> int:

@@ -13,9 +13,8 @@ A preview is not item data: it has no audit row (the sign-off's answer is Airflo
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
 from urllib.parse import quote
 
 from conveyor.ledger import signoff_previews
@@ -27,27 +26,9 @@ PREVIEW_ROUTE = "/conveyor/review/signoff"
 
 
 @dataclass(frozen=True)
-class Preview:
-    """The rendered report of one sign-off task of one run.
-
-    :param workflow: the workflow (the DAG id).
-    :param run_id: the DAG run.
-    :param task_id: the sign-off task.
-    :param source_task: the publish step whose rendering it is.
-    :param files: output file name -> text, in the publish step's order.
-    :param items: how many items the sign-off approves (the preview renders them).
-    :param rendered_by: the task attempt that stored it (``<dag>.<task>#<try>``).
-    :param rendered_at: when (set by the ledger).
-    """
-
-    workflow: str
-    run_id: str
-    task_id: str
-    source_task: str
-    files: Mapping[str, str]
-    items: int
-    rendered_by: str | None = None
-    rendered_at: datetime | None = field(default=None, compare=False)
+class Preview(StoredPreview):
+    """The rendered report of one sign-off task of one run: the ledger's record of it (its fields
+    are :class:`~conveyor.ledger.signoff_previews.StoredPreview`'s), with what a preview means."""
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -94,12 +75,8 @@ class SignOffPreviews:
         latest = {p.key: p for p in previews}  # one row per key: the last given wins
         if not latest:
             return 0
-        rows = [
-            StoredPreview(p.workflow, p.run_id, p.task_id, p.source_task, p.files, p.items, p.rendered_by)
-            for p in latest.values()
-        ]
         with self.ledger.connect() as conn:
-            return signoff_previews.save(conn, rows)
+            return signoff_previews.save(conn, list(latest.values()))
 
     def discard(self, keys: Sequence[tuple[str, str, str]]) -> int:
         """Remove the previews of these (workflow, run id, task id): a preview that could not be
@@ -115,7 +92,4 @@ class SignOffPreviews:
             row = signoff_previews.get(conn, workflow, run_id, task_id)
         if row is None:
             return None
-        return Preview(
-            row.workflow, row.run_id, row.task_id, row.source_task, row.files, row.items,
-            row.rendered_by, row.rendered_at,
-        )  # fmt: skip
+        return Preview(**{f.name: getattr(row, f.name) for f in fields(row)})

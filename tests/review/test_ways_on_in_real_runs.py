@@ -15,7 +15,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -23,8 +23,11 @@ from urllib.parse import quote
 import pytest
 
 from conveyor import storage_path
+from conveyor.ai.spot_checks import drawn, spot_seed
 from conveyor.quickstart import sample_feeds
+from conveyor.quickstart.dag_test import manual_run_id
 from conveyor.quickstart.reviewer import reviewer_policy
+from conveyor.quickstart.run import load_dag
 from tests.ai.conftest import PRIMARY_CONN, llm, llm_server_process  # noqa: F401 - fixtures
 from tests.dags.conftest import Runner, task_states
 
@@ -56,6 +59,12 @@ def test_an_item_the_model_failed_is_refused_on_approve_and_answered_after_retry
     key = rows[1]["exception_id"]
     assert sum(key in r["exception_id"] for r in rows) == 1  # the rule matches this item's prompt only
     target = f"{wf}:{key}"
+    # The run whose AI step's spot-check draw passes this item by (the draw is seeded by the run id,
+    # so 2% of run ids sent its new answer to review anyway, and the moves below were not its).
+    step = load_dag(wf, REPO / "dags").get_task("classify_and_draft")
+    when = datetime.now(UTC).replace(microsecond=0)
+    while drawn(spot_seed(wf, manual_run_id(when), step.task_id), target, step.spot_check):
+        when -= timedelta(seconds=1)
     # The model rejects this item's request once (a permanent error: no retry, no fallback), then answers.
     llm.configure(rules=[{"match": key, "kind": "400", "times": 1}])
     refusals: list[Any] = []
@@ -69,7 +78,7 @@ def test_an_item_the_model_failed_is_refused_on_approve_and_answered_after_retry
                 refusals.append(decide(rita, target, {"action": "approve", "comment": "looks fine"}))
             return "retry_ai", "the model did not answer: ask it again"
 
-        run, reviewer = runner.run(wf, {"extract_path": str(tmp_path / name)}, policy=policy)
+        run, reviewer = runner.run(wf, {"extract_path": str(tmp_path / name)}, policy=policy, when=when)
 
     assert run.state == "success", (task_states(run), reviewer.errors)
     [refused] = refusals

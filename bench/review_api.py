@@ -8,7 +8,8 @@ second reviewer too, as when two people pick the same item, so a double decision
 
 Two phases side by side in one run, on fresh items each: the API server with
 ``[conveyor] ledger_pool_size = 0`` (every ledger use opens its own connection: the code before
-the pool) and with the default pool. Printed per phase: p50/p95 of a decision and of an open,
+the pool) and with the default pool (one idle connection per process), then with 4 (an API
+server taking many reviewers at once may want more). Printed per phase: p50/p95 of a decision and of an open,
 round trips and connections per decision, items decided twice; then RATIO lines new/old.
 
 Run by hand: ``.venv/bin/python bench/review_api.py [--items 2000] [--reviewers 20]`` (about three
@@ -193,7 +194,8 @@ def main() -> None:
     print(f"review API bench: {args.items} items per phase, {args.reviewers} reviewers, {os.cpu_count()} cores")
     try:
         old = phase("old", 0, args, ledger, relay, work)
-        new = phase("pooled", 4, args, ledger, relay, work)
+        new = phase("pooled", 1, args, ledger, relay, work)
+        wide = phase("pool 4", 4, args, ledger, relay, work)
     finally:
         drop(meta_db)
         drop(ledger_db)
@@ -201,7 +203,9 @@ def main() -> None:
           f"(goal: pooled p95 <= 300 ms on a quiet machine; it is {new['decide_p95']:.0f} ms)")
     print(f"RATIO round_trips_per_request pooled/old = {new['trips_per_request'] / old['trips_per_request']:.2f}")
     print(f"RATIO items_per_second pooled/old = {new['rate'] / old['rate']:.2f}")
-    print(f"decided twice: {old['twice'] + new['twice']} (goal 0)")
+    print(f"RATIO round_trips_per_request pool4/old = {wide['trips_per_request'] / old['trips_per_request']:.2f}")
+    print(f"RATIO decide_p95 pool4/old = {wide['decide_p95'] / old['decide_p95']:.2f}")
+    print(f"decided twice: {old['twice'] + new['twice'] + wide['twice']} (goal 0)")
 
 
 if __name__ == "__main__":

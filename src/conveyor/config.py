@@ -24,10 +24,16 @@ OPTIONS: dict[str, tuple[str, str, str]] = {
         "The Airflow connection (Postgres) of the item ledger.",
     ),
     "ledger_pool_size": (
-        "0",
+        "1",
         "integer",
         "Idle connections to the ledger each process keeps for its next use (the API server, the "
-        "triggerer, a task's chunks); 0 (the default for now) opens and closes a connection for every use.",
+        "triggerer, a task's chunks), per ledger database; 0 opens and closes a connection for every use.",
+    ),
+    "ledger_pool_idle_seconds": (
+        "60",
+        "integer",
+        "Seconds an idle pooled ledger connection is kept before it is closed, so that a process gone "
+        "quiet gives its database connection slot back.",
     ),
     "ledger_reconnect_seconds": (
         "30",

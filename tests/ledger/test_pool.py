@@ -1,9 +1,11 @@
 """A process's idle ledger connections (conveyor.ledger.pool): reused, dropped when the server
-lost them, never shared with a forked child, and off with ``ledger_pool_size = 0``."""
+lost them, never shared with a forked child, bounded in number and idle time, and off with
+``ledger_pool_size = 0``."""
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 
 import psycopg
@@ -22,7 +24,7 @@ def backend(ledger: Ledger) -> int:
 
 @pytest.fixture(autouse=True)
 def _empty_pool(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("AIRFLOW__CONVEYOR__LEDGER_POOL_SIZE", "4")  # opt-in: the default is 0 for now
+    monkeypatch.setenv("AIRFLOW__CONVEYOR__LEDGER_POOL_SIZE", "4")  # room for the siblings these tests keep
     pool.clear()
     yield
     pool.clear()
@@ -63,6 +65,49 @@ def test_the_size_bounds_what_is_kept_and_zero_keeps_nothing(ledger: Ledger, mon
     first = backend(ledger)
     assert pool.idle_count(ledger.dsn, ledger.application_name) == 0
     assert backend(ledger) != first
+
+
+def test_by_default_a_process_keeps_one_connection_per_ledger(ledger: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AIRFLOW__CONVEYOR__LEDGER_POOL_SIZE")
+    with ledger.connect(), ledger.connect():  # two at once: only one is kept when they come back
+        pass
+    assert pool.idle_count(ledger.dsn, ledger.application_name) == 1
+    kept = backend(ledger)
+    assert backend(ledger) == kept
+
+
+def test_a_process_keeps_at_most_max_idle_for_all_its_ledgers_the_least_recent_going_first(
+    ledger: Ledger,
+) -> None:
+    names = [f"conveyor-pool-{n}" for n in range(pool.MAX_IDLE + 2)]
+    for name in names:
+        backend(Ledger(ledger.dsn, application_name=name))
+    assert pool.idle_total() == pool.MAX_IDLE
+    assert [pool.idle_count(ledger.dsn, name) for name in names] == [0, 0] + [1] * pool.MAX_IDLE
+    with ledger.connect() as conn:  # the server holds as many sessions as are kept, no more
+        open_ = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'conveyor-pool-%%'"
+        ).fetchone()
+    assert open_ == (pool.MAX_IDLE,)
+
+
+def test_a_connection_idle_longer_than_idle_seconds_is_closed_by_the_process(
+    ledger: Ledger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AIRFLOW__CONVEYOR__LEDGER_POOL_IDLE_SECONDS", "1")
+    quiet = Ledger(ledger.dsn, application_name="conveyor-pool-quiet")
+    pid = backend(quiet)
+    assert pool.idle_count(quiet.dsn, quiet.application_name) == 1
+    deadline = time.monotonic() + 30  # the reaper runs after 1-2 s; generous for a loaded machine
+    while True:
+        with ledger.connect() as conn:
+            alive = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()
+        if alive == (0,) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert alive == (0,), "the idle session was still open on the server after 30 s"
+    assert pool.idle_count(quiet.dsn, quiet.application_name) == 0
+    assert backend(quiet) != pid  # the next use opens a new one
 
 
 def test_a_forked_child_never_speaks_on_or_ends_its_parents_session(ledger: Ledger) -> None:

@@ -14,14 +14,19 @@ fork alone, but a child that commits or closes one it inherited (a block open ac
 would send that on the parent's socket: so after a fork every connection the parent made is
 pointed at ``/dev/null`` in the child and forgotten there; the child opens its own.
 
-``[conveyor] ledger_pool_size`` idle connections are kept per DSN (0: none, every ``connect``
-opens and closes its own connection as before the pool).
+Bounded, so that many processes do not hold the server's slots (``max_connections``) while they
+do nothing: ``[conveyor] ledger_pool_size`` idle connections per DSN (1 by default: one
+connection per process, fewer than Airflow's own metadata pool keeps; 0: none, every ``connect``
+opens and closes its own connection), at most :data:`MAX_IDLE` in all across DSNs (the least
+recently used goes first), and none idle longer than ``[conveyor] ledger_pool_idle_seconds``: a
+daemon timer closes those, so a process gone quiet gives its slot back.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -31,12 +36,17 @@ if TYPE_CHECKING:
 
 _Key = tuple[str, str]
 
+#: Idle connections one process keeps in all, whatever the DSNs (a test process meets many).
+MAX_IDLE = 4
+
 _lock = threading.Lock()
-#: (dsn, application name) -> idle connections, the most recently used last
-_idle: dict[_Key, list[psycopg.Connection]] = {}
+#: (dsn, application name) -> (idle connection, when it came back), the most recently used last
+_idle: dict[_Key, list[tuple[psycopg.Connection, float]]] = {}
 #: every connection this process made, so a forked child can neuter them all
 _made: weakref.WeakSet[psycopg.Connection] = weakref.WeakSet()
 _pid = os.getpid()
+#: the timer that closes what stayed idle too long (None: none scheduled)
+_reaper: threading.Timer | None = None
 
 
 def size() -> int:
@@ -46,14 +56,24 @@ def size() -> int:
     return max(0, config.get_int("ledger_pool_size"))
 
 
+def idle_seconds() -> float:
+    """How long a connection may stay idle before it is closed (``[conveyor] ledger_pool_idle_seconds``)."""
+    from conveyor import config
+
+    return max(1.0, float(config.get_int("ledger_pool_idle_seconds")))
+
+
 def checkout(dsn: str, application_name: str, open_new: Callable[[], psycopg.Connection]) -> psycopg.Connection:
     """An idle connection of this process that answers, else a new one from ``open_new``."""
     key = (dsn, application_name)
+    kept_for = idle_seconds()
     while True:
         with _lock:
             _forget_if_forked()
+            stale = _take_stale(time.monotonic() - kept_for)
             idle = _idle.get(key)
-            conn = idle.pop() if idle else None
+            conn = idle.pop()[0] if idle else None
+        _close(stale)
         if conn is None:
             conn = open_new()
             _made.add(conn)
@@ -64,9 +84,8 @@ def checkout(dsn: str, application_name: str, open_new: Callable[[], psycopg.Con
         # The server lost this one, so it lost its idle siblings too (a restart): drop them at once
         # rather than pinging each in turn.
         with _lock:
-            stale = _idle.pop(key, [])
-        for other in stale:
-            other.close()
+            lost = [other for other, _ in _idle.pop(key, [])]
+        _close(lost)
 
 
 def checkin(dsn: str, application_name: str, conn: psycopg.Connection) -> None:
@@ -80,29 +99,88 @@ def checkin(dsn: str, application_name: str, conn: psycopg.Connection) -> None:
     )
     if clean and conn.autocommit:  # a migration ran in autocommit: the next user expects transactions
         conn.autocommit = False
+    key = (dsn, application_name)
+    room, kept_for = size(), idle_seconds()
     with _lock:
         _forget_if_forked()
-        idle = _idle.setdefault((dsn, application_name), [])
-        if clean and conn in _made and len(idle) < size():
-            idle.append(conn)
-            return
-    conn.close()
+        if clean and conn in _made and len(_idle.get(key, [])) < room:
+            _idle.setdefault(key, []).append((conn, time.monotonic()))
+            closing = _take_stale(time.monotonic() - kept_for) + _take_over_bound()
+            _schedule_reaper(kept_for)
+        else:
+            closing = [conn]
+    _close(closing)
 
 
 def clear() -> None:
     """Close every idle connection of this process (tests, and a process about to exit)."""
     with _lock:
         _forget_if_forked()
-        conns = [conn for idle in _idle.values() for conn in idle]
+        conns = [conn for idle in _idle.values() for conn, _ in idle]
         _idle.clear()
-    for conn in conns:
-        conn.close()
+    _close(conns)
 
 
 def idle_count(dsn: str, application_name: str) -> int:
     """How many idle connections are kept for this DSN and application name."""
     with _lock:
         return len(_idle.get((dsn, application_name), []))
+
+
+def idle_total() -> int:
+    """How many idle connections this process keeps, for every DSN."""
+    with _lock:
+        return sum(len(idle) for idle in _idle.values())
+
+
+def _take_stale(before: float) -> list[psycopg.Connection]:
+    """(lock held) Take out every idle connection that came back before ``before``."""
+    stale = []
+    for key, idle in list(_idle.items()):
+        keep = [(conn, since) for conn, since in idle if since >= before]
+        stale += [conn for conn, since in idle if since < before]
+        if keep:
+            _idle[key] = keep
+        else:
+            del _idle[key]
+    return stale
+
+
+def _take_over_bound() -> list[psycopg.Connection]:
+    """(lock held) Take out the least recently used idle connections beyond :data:`MAX_IDLE`."""
+    entries = sorted(((since, key, conn) for key, idle in _idle.items() for conn, since in idle), key=lambda e: e[0])
+    over = entries[: max(0, len(entries) - MAX_IDLE)]
+    for _, key, conn in over:
+        _idle[key] = [(c, t) for c, t in _idle[key] if c is not conn]
+        if not _idle[key]:
+            del _idle[key]
+    return [conn for _, _, conn in over]
+
+
+def _schedule_reaper(kept_for: float) -> None:
+    """(lock held) A daemon timer to close what stays idle too long, unless one is waiting."""
+    global _reaper
+    if _reaper is not None or not _idle:
+        return
+    _reaper = threading.Timer(kept_for, _reap, args=(kept_for,))
+    _reaper.daemon = True  # never keeps a process from exiting
+    _reaper.start()
+
+
+def _reap(kept_for: float) -> None:
+    global _reaper
+    with _lock:
+        _reaper = None
+        if _pid != os.getpid():
+            return
+        stale = _take_stale(time.monotonic() - kept_for)
+        _schedule_reaper(kept_for)  # for what came back since
+    _close(stale)
+
+
+def _close(conns: list[psycopg.Connection]) -> None:
+    for conn in conns:
+        conn.close()
 
 
 def _answers(conn: psycopg.Connection) -> bool:
@@ -146,8 +224,9 @@ def _after_fork_in_child() -> None:
     # At once, not at the child's first checkout: the child may use an inherited connection
     # directly (a block open across the fork). The parent's lock may have been held by another
     # of its threads at the fork: the child takes a fresh one.
-    global _lock
+    global _lock, _reaper
     _lock = threading.Lock()
+    _reaper = None  # the parent's timer thread does not exist here
     _forget_if_forked()
 
 

@@ -22,7 +22,8 @@ AS_OF = datetime(2026, 11, 30, 6, 0, tzinfo=UTC)
 
 def run_gate(ledger: Any, source: str | Path | None = None, *, run_id: str = "run-1", **settings: Any):
     """Gate ``source`` for ``run_id`` with the supplier suite (settings override), return the summary."""
-    from conveyor.gate.runner import GateConfig, GateRunner
+    from conveyor.gate.config import GateConfig
+    from conveyor.gate.runner import open_gate
 
     params: dict[str, Any] = {
         "workflow": "supplier_exceptions",
@@ -32,7 +33,7 @@ def run_gate(ledger: Any, source: str | Path | None = None, *, run_id: str = "ru
     }
     params.update(settings)
     config = GateConfig(run_id=run_id, source=None if source is None else str(source), **params)
-    return GateRunner(config, ledger, actor="tests.gate#1").run()
+    return open_gate(config, ledger, actor="tests.gate#1").run()
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,7 @@ from conveyor.ledger_step import LedgerStepOperator
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from conveyor.gate.runner import GateConfig
+    from conveyor.gate.config import GateConfig
     from conveyor.workflow import Workflow
 
 
@@ -172,14 +172,14 @@ class ValidationGateOperator(LedgerStepOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         from conveyor.gate.errors import BatchRejected, RepeatedInput, SuiteError
-        from conveyor.gate.runner import GateRunner
+        from conveyor.gate.runner import open_gate
         from conveyor.include import dag_file_folder, searching_near
         from conveyor.ledger.actors import task_actor
 
         config = self.gate_config(context)
         with searching_near(dag_file_folder(context)):
             try:
-                runner = GateRunner(config, self.ledger(context), actor=task_actor(context))
+                runner = open_gate(config, self.ledger(context), actor=task_actor(context))
             except SuiteError as exc:
                 # A deployment problem (missing or invalid suite): retrying cannot fix it either.
                 raise AirflowFailException(f"validation gate is misconfigured: {exc}") from exc
@@ -206,7 +206,7 @@ class ValidationGateOperator(LedgerStepOperator):
 
     def gate_config(self, context: Context) -> GateConfig:
         """The runner's settings from the rendered parameters and the run's context."""
-        from conveyor.gate.runner import GateConfig
+        from conveyor.gate.config import GateConfig
 
         return GateConfig(
             workflow=self.workflow,

@@ -96,7 +96,7 @@ def _upstream_gates(context: Context) -> list[str]:
 
 def _run_gate(ledger: Ledger, context: Context, *, workflow: str, run_id: str, step: str) -> Any:
     from conveyor.gate.operators import ValidationGateOperator
-    from conveyor.gate.runner import LEDGER_SOURCE, GateRunner
+    from conveyor.gate.runner import LEDGER_SOURCE, open_gate
     from conveyor.include import dag_file_folder, searching_near
     from conveyor.ledger.actors import task_actor
     from conveyor.templated import rendered_copy
@@ -134,7 +134,7 @@ def _run_gate(ledger: Ledger, context: Context, *, workflow: str, run_id: str, s
         max_exception_rate=1.0,  # each corrected item stands on its own
     )
     with searching_near(dag_file_folder(context)):
-        return GateRunner(config, ledger, actor=task_actor(context)).run()
+        return open_gate(config, ledger, actor=task_actor(context)).run()
 
 
 def describe(result: Mapping[str, Any]) -> str:

@@ -162,8 +162,25 @@ def test_a_second_key_while_saving_is_refused_where_the_reviewer_looks(api_serve
     with chromium_page(1280, 800) as page:
         open_page(page, api_server, f"workflow%3D{WF}")
         open_item(page, gated[3])
+        # The first approval is held on its way to the server until the second key is in: two
+        # presses "at once" were not at once under load (the first was saved and the page had moved
+        # to the next item when the second came, so the second was judged there).
+        held: list = []
+
+        def hold(route) -> None:
+            held.append(route)
+
+        page.route("**/decisions", hold)
         page.keyboard.press("a")
-        page.keyboard.press("a")  # at once: the first approval is still on its way
+        for _ in range(300):
+            if held:
+                break
+            page.wait_for_timeout(20)
+        assert held, "the approval never left the page"
+        page.keyboard.press("a")
+        page.wait_for_function("() => window.__conveyorReview.refused === 1")
+        held[0].continue_()
+        page.unroute("**/decisions")
         result_says(page, "approved")
         recorded = page.evaluate("window.__conveyorReview")
         assert len(recorded["decisions"]) == 1 and recorded["refused"] == 1, recorded

@@ -34,115 +34,22 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-from conveyor.ai.cache import CachedAnswer, ResultCache
-from conveyor.ai.checks import run_checks
-from conveyor.ai.confidence import distinct_figures
-from conveyor.ai.definitions import AITask, InputError, ItemView
-from conveyor.ai.errors import AIStepFailed, BreakerOpen, ModelCallError
-from conveyor.ai.models.base import ModelInput, Prediction, StepModel
-from conveyor.ai.retries import RetryPolicy
+from conveyor.ai.answering import StepModels
+from conveyor.ai.committing import ChunkCommitter
+from conveyor.ai.definitions import InputError, ItemView
+from conveyor.ai.errors import AIStepFailed, BreakerOpen
+from conveyor.ai.judging import ChunkOutcome, judge_chunk
+from conveyor.ai.models.base import ModelInput
 from conveyor.ai.sharding import ShardClaims
-from conveyor.ai.spot_checks import (
-    DEFAULT_MAX_ERROR_RATE,
-    DEFAULT_SPOT_CHECK,
-    check_settings,
-    drawn,
-    spot_reason,
-    spot_seed,
-)
+from conveyor.ai.step_config import StepConfig as StepConfig
 from conveyor.ledger import item_reads
-from conveyor.ledger.ai_labels import StepTally, bucket, routing_detail
 from conveyor.ledger.faults import patiently
-from conveyor.ledger.leases import Holder
 from conveyor.ledger.statuses import Status
 from conveyor.ledger.store import ItemUpdate, Ledger
-from conveyor.ledger.values import problem_in
 
 log = logging.getLogger(__name__)
-
-LOCAL = "local"
-
-
-@dataclass
-class StepConfig:
-    """Everything one run of the step needs (the operator's parameters, resolved).
-
-    See :class:`~conveyor.ai.operators.AIStepOperator` for the meaning of each field.
-    """
-
-    workflow: str
-    run_id: str
-    task: AITask
-    actor: str
-    from_status: str | None = None
-    to_status: str | None = None
-    model: Any = LOCAL
-    fallback_model: Any = None
-    min_confidence: float = 0.7
-    max_failure_rate: float = 0.1
-    #: share of the answers that passed every check sent to review anyway (see ``conveyor.ai.spot_checks``)
-    spot_check: float = DEFAULT_SPOT_CHECK
-    #: the declared target of the error rate of what passes unreviewed (None: none declared)
-    max_error_rate: float | None = DEFAULT_MAX_ERROR_RATE
-    batch_size: int = 200
-    max_concurrency: int = 8
-    breaker_threshold: int = 5
-    breaker_cooldown: float = 60.0
-    breaker_poll_interval: float = 1.0
-    call_timeout: float = 30.0
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
-    confidence_method: str = "logprobs"
-    samples: int = 3
-    repair_attempts: int = 1
-    items_per_call: int = 1
-    step: str | None = None
-    #: sharded: the task instance whose leases these are (None: the whole run in this process)
-    holder: Holder | None = None
-    #: sharded: the shard's own label, shown in the summary (e.g. its ``shard`` expand value)
-    shard: Any = None
-    #: sharded: seconds a claimed chunk stays this holder's without renewal
-    lease_seconds: float = 300.0
-    #: sharded: seconds between looks at the siblings' live leases once nothing is left to claim
-    sibling_poll_interval: float = 1.0
-    #: the spot checks' draw in this run (derived from the workflow, the run and the step)
-    seed: str = field(init=False, default="")
-
-    def __post_init__(self) -> None:
-        self.from_status = self.from_status or self.task.from_status
-        self.to_status = self.to_status or self.task.to_status
-        self.step = self.step or self.task.name
-        if not 0 <= self.min_confidence <= 1:
-            raise ValueError("min_confidence must be between 0 and 1")
-        if not 0 <= self.max_failure_rate <= 1:
-            raise ValueError("max_failure_rate must be between 0 and 1")
-        if self.batch_size < 1 or self.max_concurrency < 1 or self.items_per_call < 1:
-            raise ValueError("batch_size, max_concurrency and items_per_call must be at least 1")
-        if self.lease_seconds <= 0:
-            raise ValueError("lease_seconds must be positive")
-        check_settings(self.spot_check, self.max_error_rate)
-        self.seed = spot_seed(self.workflow, self.run_id, self.step)
-
-
-@dataclass
-class _Outcome:
-    """What one chunk came to, ready to commit."""
-
-    passed: dict[str, ItemUpdate] = field(default_factory=dict)
-    review: dict[str, ItemUpdate] = field(default_factory=dict)
-    deferred: dict[str, ItemUpdate] = field(default_factory=dict)
-    reasons: Counter[str] = field(default_factory=Counter)
-    failures: Counter[str] = field(default_factory=Counter)
-    unprocessed: list[str] = field(default_factory=list)
-    breaker: BreakerOpen | None = None
-    #: the review items that are spot checks (they passed every check)
-    spot: set[str] = field(default_factory=set)
-    #: confidence of each answer that passed every check (spot checks included)
-    passing_confidence: dict[str, float | None] = field(default_factory=dict)
-    #: confidence of each answer routed for low confidence alone
-    low_only_confidence: dict[str, float | None] = field(default_factory=dict)
 
 
 def _chunks(seq: Sequence[str], size: int) -> Iterator[Sequence[str]]:
@@ -163,21 +70,17 @@ class AIStepRunner:
         self.task = config.task
         # StepConfig.__post_init__ fills these from the task; said once here for the type checker.
         assert config.from_status is not None and config.to_status is not None and config.step is not None
-        self.cache = ResultCache(ledger)
         flow = ledger.workflow(config.workflow)
         for target in (config.to_status, Status.PENDING_REVIEW):
             if not flow.allows(config.from_status, target):
-                raise ValueError(
-                    f"workflow {config.workflow!r} does not allow {config.from_status!r} -> {target!r}"
-                )
-        self.primary = self.build_model(config.model)
-        self.fallback = self.build_model(config.fallback_model) if config.fallback_model else None
+                raise ValueError(f"workflow {config.workflow!r} does not allow {config.from_status!r} -> {target!r}")
+        self.models = StepModels(ledger, config)
+        self.primary = self.models.primary
+        self.fallback = self.models.fallback
         self.stats: Counter[str] = Counter()
         self.reasons: Counter[str] = Counter()
         self.failures: Counter[str] = Counter()
         self.deferred: dict[str, ItemUpdate] = {}
-        self._pending_cache: dict[str, dict[str, CachedAnswer]] = {}
-        self._cache_owner: dict[str, str] = {}
         self.claims: ShardClaims | None = None
         if config.holder is not None:
             self.claims = ShardClaims(
@@ -191,39 +94,10 @@ class AIStepRunner:
                 lease_seconds=config.lease_seconds,
                 poll_interval=config.sibling_poll_interval,
             )
-
-    # -- models ------------------------------------------------------------------------------
-
-    def build_model(self, spec: Any) -> StepModel:
-        """The model ``spec`` names: see :mod:`conveyor.ai.models.resolve`."""
-        from conveyor.ai.models.resolve import build_model
-
-        return build_model(spec, self.task, self._llm)
-
-    def _llm(self, conn_id: str) -> StepModel:
-        from conveyor.ai.models.llm import LLMModel
-
-        c = self.config
-        return LLMModel(
-            self.task,
-            conn_id,
-            ledger=self.ledger,
-            max_concurrency=c.max_concurrency,
-            call_timeout=c.call_timeout,
-            retry=c.retry,
-            breaker_threshold=c.breaker_threshold,
-            breaker_cooldown=c.breaker_cooldown,
-            breaker_poll_interval=c.breaker_poll_interval,
-            confidence_method=c.confidence_method,
-            samples=c.samples,
-            repair_attempts=c.repair_attempts,
-            items_per_call=c.items_per_call,
-        )
+        self.committer = ChunkCommitter(ledger, config, self.claims)
 
     def close(self) -> None:
-        for model in (self.primary, self.fallback):
-            if model is not None:
-                model.close()
+        self.models.close()
 
     # -- reading the work --------------------------------------------------------------------
 
@@ -248,286 +122,6 @@ class AIStepRunner:
             inputs[view.item_id] = ModelInput(item_id=view.item_id, data=data, input_hash=digest)
         return inputs, errors
 
-    # -- answering a chunk -------------------------------------------------------------------
-
-    async def _answer(self, model: StepModel, inputs: Sequence[ModelInput]) -> list[Prediction]:
-        """Predictions in input order; remote models answer from the cache first, each input once."""
-        if not model.remote:
-            return await model.predict_many(inputs)
-        version = self.task.version
-        hashes = [i.input_hash for i in inputs]
-        hits = await asyncio.to_thread(
-            patiently, lambda: self.cache.get_many(model.key, version, hashes), what="reading the result cache"
-        )
-        first: dict[str, ModelInput] = {}
-        for i in inputs:
-            if i.input_hash not in hits:
-                first.setdefault(i.input_hash, i)
-        fresh = dict(zip(first, await model.predict_many(list(first.values())), strict=True))
-        pending = self._pending_cache.setdefault(model.key, {})
-        for h, p in fresh.items():
-            # An answer jsonb cannot hold is not cached: it goes to review (see _judge), unbilled again.
-            if p.output is not None and problem_in(p.output) is None and problem_in(p.detail) is None:
-                pending[h] = CachedAnswer(output=p.output, confidence=p.confidence, detail=p.detail)
-                self._cache_owner[h] = first[h].item_id
-        out: list[Prediction] = []
-        sent: set[str] = set()
-        for i in inputs:
-            if i.input_hash in hits:
-                hit = hits[i.input_hash]
-                out.append(
-                    Prediction(
-                        output=hit.output,
-                        confidence=hit.confidence,
-                        model=model.key,
-                        cached=True,
-                        detail=hit.detail,
-                    )
-                )
-                continue
-            p = fresh[i.input_hash]
-            if i.input_hash in sent:  # a duplicate input in this chunk: same answer, no second call
-                p = Prediction(
-                    output=p.output,
-                    confidence=p.confidence,
-                    model=p.model,
-                    calls=0,
-                    cached=True,
-                    error=p.error,
-                    detail=p.detail,
-                )
-            sent.add(i.input_hash)
-            out.append(p)
-        return out
-
-    async def _predict(self, inputs: Sequence[ModelInput]) -> list[Prediction]:
-        predictions = await self._answer(self.primary, inputs)
-        if self.fallback is None:
-            return predictions
-        redo = [
-            n
-            for n, p in enumerate(predictions)
-            if isinstance(p.error, BreakerOpen) or (isinstance(p.error, ModelCallError) and p.error.transient)
-        ]
-        if redo:
-            why = predictions[redo[0]].error
-            log.warning("Fallback %s answers %d item(s): %s", self.fallback.key, len(redo), why)
-            answers = await self._answer(self.fallback, [inputs[n] for n in redo])
-            for n, answer in zip(redo, answers, strict=True):
-                answer.calls += predictions[n].calls
-                answer.detail = {
-                    **answer.detail,
-                    "fallback_from": self.primary.key,
-                    "fallback_because": str(predictions[n].error)[:200],
-                }
-                predictions[n] = answer
-                self.stats["fallback"] += 1
-        return predictions
-
-    def _flush_cache(self) -> None:
-        for model_key, answers in self._pending_cache.items():
-            if answers:
-                owners = {h: self._cache_owner.get(h, "") for h in answers}
-                self.cache.put_many(model_key, self.task.version, answers, owners)
-        self._pending_cache.clear()
-        self._cache_owner.clear()
-
-    # -- judging answers ---------------------------------------------------------------------
-
-    def _judge(
-        self,
-        views: Sequence[ItemView],
-        inputs: dict[str, ModelInput],
-        input_errors: dict[str, str],
-        predictions: dict[str, Prediction],
-    ) -> _Outcome:
-        c = self.config
-        step = c.step or self.task.name  # always set by StepConfig.__post_init__
-        outcome = _Outcome()
-        schema = self.task.output_schema
-        for view in views:
-            item_id = view.item_id
-            if item_id in input_errors:
-                reason = f"input cannot be sent to the model: {input_errors[item_id]}"
-                outcome.review[item_id] = ItemUpdate(
-                    reason=reason, last_error=reason, review_target=c.to_status, add_attempts=1
-                )
-                outcome.failures["input_error"] += 1
-                continue
-            p = predictions[item_id]
-            self.stats["calls"] += p.calls
-            self.stats["cache_hits"] += int(p.cached)
-            if isinstance(p.error, BreakerOpen):
-                outcome.unprocessed.append(item_id)
-                outcome.breaker = p.error
-                continue
-            if isinstance(p.error, ModelCallError):
-                update = ItemUpdate(
-                    reason=f"model error: {p.error}",
-                    last_error=str(p.error),
-                    review_target=c.to_status,
-                    add_attempts=1,
-                )
-                if p.error.transient:
-                    outcome.deferred[item_id] = update
-                    outcome.failures[f"unavailable:{p.error.code}"] += 1
-                else:
-                    outcome.review[item_id] = update
-                    outcome.failures[p.error.code] += 1
-                continue
-            if p.error is not None or p.output is None:
-                reason = f"model error: {p.error or 'no answer'}"
-                outcome.review[item_id] = ItemUpdate(
-                    reason=reason, last_error=reason, review_target=c.to_status, add_attempts=1
-                )
-                outcome.failures["no_answer"] += 1
-                continue
-            try:
-                output = schema.model_validate(p.output).model_dump(mode="json")
-            except Exception as exc:
-                reason = (
-                    f"model output does not match the {schema.__name__} schema: {str(exc).splitlines()[0]}"
-                )
-                outcome.review[item_id] = ItemUpdate(
-                    reason=reason, last_error=reason, review_target=c.to_status, add_attempts=1
-                )
-                outcome.failures["invalid_output"] += 1
-                continue
-            unstorable = problem_in(output) or problem_in(p.confidence, "confidence")
-            if unstorable:  # a NUL byte or NaN in the answer: a person looks, the ledger stays writable
-                reason = f"model output cannot be stored: {unstorable}"
-                outcome.review[item_id] = ItemUpdate(
-                    reason=reason, last_error=reason, review_target=c.to_status, add_attempts=1
-                )
-                outcome.failures["invalid_output"] += 1
-                continue
-            failed = run_checks(self.task.checks, output, inputs[item_id].data)
-            reasons = [reason for _, reason in failed]
-            codes = [f"check:{code}" for code, _ in failed]
-            label = (
-                f" ({self.task.label_field} {output.get(self.task.label_field)!r})"
-                if self.task.label_field
-                else ""
-            )
-            if p.confidence is None and c.min_confidence > 0:
-                reasons.insert(
-                    0, f"the model reported no confidence{label}; threshold is {c.min_confidence:.2f}"
-                )
-                codes.insert(0, "no_confidence")
-            elif p.confidence is not None and p.confidence < c.min_confidence:
-                shown, bound = distinct_figures(p.confidence, c.min_confidence)
-                reasons.insert(0, f"confidence {shown} is below the threshold {bound}{label}")
-                codes.insert(0, "low_confidence")
-            result = self.task.merge(view.ai_result, output)
-            if reasons:
-                outcome.review[item_id] = ItemUpdate(
-                    reason="; ".join(reasons),
-                    ai_result=result,
-                    confidence=p.confidence,
-                    review_target=c.to_status,
-                    add_attempts=1,
-                    detail=routing_detail(
-                        step=step,
-                        confidence=p.confidence,
-                        failed_checks=codes,
-                        spot_check=False,
-                        share=1.0,
-                    ),
-                )
-                outcome.reasons.update(codes)
-                if codes == ["low_confidence"] or codes == ["no_confidence"]:
-                    outcome.low_only_confidence[item_id] = p.confidence
-            elif c.spot_check and drawn(c.seed, item_id, c.spot_check):
-                outcome.passing_confidence[item_id] = p.confidence
-                outcome.spot.add(item_id)
-                outcome.review[item_id] = ItemUpdate(
-                    reason=spot_reason(p.confidence, c.spot_check),
-                    ai_result=result,
-                    confidence=p.confidence,
-                    review_target=c.to_status,
-                    add_attempts=1,
-                    detail=routing_detail(
-                        step=step,
-                        confidence=p.confidence,
-                        failed_checks=(),
-                        spot_check=True,
-                        share=c.spot_check,
-                        seed=c.seed,
-                    ),
-                )
-            else:
-                outcome.passing_confidence[item_id] = p.confidence
-                via = f" via fallback {p.model}" if p.detail.get("fallback_from") else ""
-                conf = f", confidence {p.confidence:.2f}" if p.confidence is not None else ""
-                outcome.passed[item_id] = ItemUpdate(
-                    reason=f"{self.task.name} by {p.model}{via}{conf}",
-                    ai_result=result,
-                    confidence=p.confidence,
-                    add_attempts=1,
-                )
-        return outcome
-
-    # -- committing --------------------------------------------------------------------------
-
-    def _commit(self, outcome: _Outcome) -> None:
-        c = self.config
-        assert c.from_status is not None and c.to_status is not None  # filled by StepConfig.__post_init__
-        moved: set[str] = set()
-        for updates, target in ((outcome.passed, c.to_status), (outcome.review, Status.PENDING_REVIEW)):
-            if not updates:
-                continue
-            result = self.ledger.transition(
-                c.workflow, updates, to_status=target, from_status=c.from_status, actor=c.actor
-            )
-            moved.update(result.moved)
-            self.stats["moved"] += len(result.moved)
-            if result.not_moved:
-                # Another worker moved them first (or this commit's own first try did, its
-                # acknowledgement lost in a ledger restart): their result stands.
-                self.stats["raced"] += len(result.not_moved)
-                log.warning(
-                    "%d item(s) were moved by someone else meanwhile: %s",
-                    len(result.not_moved),
-                    list(result.not_moved)[:5],
-                )
-        if moved:
-            # Only what this commit moved: a commit repeated after a lost acknowledgement moves
-            # nothing and counts nothing twice.
-            self.ledger.record_ai_tallies([self._tally_of(outcome, moved)])
-        if self.claims is not None:  # moved (or raced): no sibling would claim them, the lease is moot
-            self.claims.release([*outcome.passed, *outcome.review])
-
-    def _tally_of(self, outcome: _Outcome, moved: set[str]) -> StepTally:
-        """What the moved items of a chunk count for the accuracy estimate."""
-        c = self.config
-        step = c.step or self.task.name  # always set by StepConfig.__post_init__
-        tally = StepTally(
-            workflow=c.workflow,
-            step=step,
-            run_id=c.run_id,
-            min_confidence=c.min_confidence,
-            spot_check=c.spot_check,
-            max_error_rate=c.max_error_rate,
-            seed=c.seed,
-            passed=sum(1 for i in outcome.passed if i in moved),
-            spot_checked=sum(1 for i in outcome.spot if i in moved),
-            exceptions=sum(1 for i in outcome.review if i in moved and i not in outcome.spot),
-        )
-        for confidences, histogram in (
-            (outcome.passing_confidence, tally.passed_by_confidence),
-            (outcome.low_only_confidence, tally.low_only_by_confidence),
-        ):
-            for item_id, confidence in confidences.items():
-                if item_id in moved:
-                    histogram[bucket(confidence)] += 1
-        return tally
-
-    def _commit_patiently(self, outcome: _Outcome, chunk: int | str) -> None:
-        """Commit, waiting out a ledger restart: each move is guarded by ``from_status``, so a
-        commit whose acknowledgement was lost moves nothing the second time (its items count as
-        raced) and no answer is ever lost or paid for twice."""
-        patiently(lambda: self._commit(outcome), what=f"committing chunk {chunk}")
-
     # -- the run -----------------------------------------------------------------------------
 
     async def run(self) -> dict[str, Any]:
@@ -548,9 +142,7 @@ class AIStepRunner:
         else:
             first = await asyncio.to_thread(claims.next_chunk, self._load)
         if not ids and first is None:
-            counts = await asyncio.to_thread(
-                self.ledger.count_by_status, workflow=c.workflow, run_id=c.run_id
-            )
+            counts = await asyncio.to_thread(self.ledger.count_by_status, workflow=c.workflow, run_id=c.run_id)
             if not counts:
                 raise AIStepFailed(
                     f"run {c.run_id!r} of workflow {c.workflow!r} has no items in the ledger at all: "
@@ -579,8 +171,7 @@ class AIStepRunner:
         )
         committing: asyncio.Task[None] | None = None
         breaker: BreakerOpen | None = None
-        # Only remote answers are cached; a local model is cheaper to run than to look up.
-        hashed = self.primary.remote or (self.fallback is not None and self.fallback.remote)
+        hashed = self.models.hashed
         chunks = list(_chunks(ids, c.batch_size)) if ids is not None else []
 
         async def claimed_first() -> list[ItemView] | None:
@@ -613,15 +204,15 @@ class AIStepRunner:
                 # Off the event loop: a task's render may read files (object storage's clients run an
                 # event loop of their own and cannot be called from inside this one).
                 inputs, input_errors = await asyncio.to_thread(self._render, views, hashed)
-                answers = await self._predict(list(inputs.values()))
+                answers = await self.models.predict(list(inputs.values()))
                 predictions = dict(zip(inputs, answers, strict=True))
                 # Before anything moves: never paid twice. An upsert, so it may wait for the ledger.
-                await asyncio.to_thread(patiently, self._flush_cache, what="writing the result cache")
-                outcome = self._judge(views, inputs, input_errors, predictions)
+                await asyncio.to_thread(patiently, self.models.flush_cache, what="writing the result cache")
+                outcome = judge_chunk(self.task, c, views, inputs, input_errors, predictions)
                 self._tally(outcome)
                 if committing is not None:
                     await committing
-                committing = asyncio.create_task(asyncio.to_thread(self._commit_patiently, outcome, number))
+                committing = asyncio.create_task(asyncio.to_thread(self.committer.commit_patiently, outcome, number))
                 log.info(
                     "chunk %d: %d item(s): %d passed, %d to review, %d deferred, %d not processed; "
                     "%d call(s) so far, %d cache hit(s).",
@@ -656,9 +247,7 @@ class AIStepRunner:
                 if ids is not None:
                     waiting = len(ids) - self.stats["handled"]
                 else:
-                    counts = await asyncio.to_thread(
-                        self.ledger.count_by_status, workflow=c.workflow, run_id=c.run_id
-                    )
+                    counts = await asyncio.to_thread(self.ledger.count_by_status, workflow=c.workflow, run_id=c.run_id)
                     waiting = counts.get(from_status, 0)
                 raise AIStepFailed(
                     f"{breaker}. No fallback model is declared, so the step stopped calling it: "
@@ -672,7 +261,9 @@ class AIStepRunner:
             if claims is not None:  # what is left (deferred items, a stopped claim) is free again
                 await asyncio.to_thread(claims.release)
 
-    def _tally(self, outcome: _Outcome) -> None:
+    def _tally(self, outcome: ChunkOutcome) -> None:
+        self.stats["calls"] += outcome.calls
+        self.stats["cache_hits"] += outcome.cache_hits
         self.stats["passed"] += len(outcome.passed)
         # Spot checks are counted apart: they passed, and are no exception.
         self.stats["review"] += len(outcome.review) - len(outcome.spot)
@@ -690,8 +281,7 @@ class AIStepRunner:
         if rate > c.max_failure_rate:
             retryable = bool(self.deferred)
             left = (
-                f"; {len(self.deferred)} item(s) whose calls kept failing stay in {c.from_status!r} "
-                f"for the retry"
+                f"; {len(self.deferred)} item(s) whose calls kept failing stay in {c.from_status!r} for the retry"
                 if self.deferred
                 else "; the failed items wait in review, so a retry would not help"
             )
@@ -704,7 +294,9 @@ class AIStepRunner:
             )
         if self.deferred:
             # Tolerated: the few items the model never answered go to a person, not back to waiting.
-            await asyncio.to_thread(self._commit_patiently, _Outcome(review=self.deferred), "of deferred items")
+            await asyncio.to_thread(
+                self.committer.commit_patiently, ChunkOutcome(review=self.deferred), "of deferred items"
+            )
             self.stats["review"] += len(self.deferred)
         return self.summary(started)
 
@@ -736,8 +328,8 @@ class AIStepRunner:
             "failure_reasons": dict(self.failures.most_common()),
             "calls": self.stats["calls"],
             "cache_hits": self.stats["cache_hits"],
-            "fallback_used": self.stats["fallback"],
-            "raced": self.stats["raced"],
+            "fallback_used": self.models.fallback_used,
+            "raced": self.committer.raced,
             **({} if self.claims is None else {"shard": c.shard, "claimed": self.claims.claimed}),
             "seconds": round(time.monotonic() - started, 3),
             **extra,

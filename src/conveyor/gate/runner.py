@@ -32,9 +32,10 @@ from conveyor.gate.batch_validation import BatchValidator, TypedChunk, Validated
 from conveyor.gate.config import LEDGER_SOURCE as LEDGER_SOURCE
 from conveyor.gate.config import GateConfig
 from conveyor.gate.errors import BatchRejected, InputChanged, RepeatedInput
-from conveyor.gate.readers import SourceReader, reader_for
+from conveyor.gate.readers import SourceReader
 from conveyor.gate.results import GateSummary
 from conveyor.gate.routing import ItemRouter, RowRouter
+from conveyor.gate.sources import reader_for
 from conveyor.gate.suites import GateSuite, load_suite
 from conveyor.ledger import Ledger
 from conveyor.ledger.receiving import no_gc

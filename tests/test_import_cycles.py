@@ -31,3 +31,24 @@ def test_the_walk_finds_a_cycle() -> None:
     assert cycles({"a": frozenset({"b"}), "b": frozenset({"a"}), "c": frozenset({"a"})}) == [("a", "b")]
     assert cycles({"a": frozenset({"b"}), "b": frozenset({"c"}), "c": frozenset({"a"})}) == [("a", "b", "c")]
     assert cycles({"a": frozenset({"b"}), "b": frozenset({"c"}), "c": frozenset()}) == []
+
+
+#: What review still imports of the gate and the AI step (issue 31 takes these apart too; the list
+#: may only shrink). A corrected AI answer is checked in the API server with the task's own rule
+#: checks, rebuilt from the declaration the ledger stored.
+REVIEW_REACHES: dict[str, set[str]] = {
+    "conveyor.review.ai_answers": {"conveyor.ai.checks"},
+}
+
+
+def test_review_knows_the_gate_and_the_ai_step_only_through_its_own_interfaces() -> None:
+    # Review sits beside the gate and the AI step: revalidating a correction calls a gate through
+    # review.revalidation.ValidatesCorrections, and catching up runs any resumable ledger step.
+    graph = import_graph()
+    reached = {
+        module: {t for t in targets if t.split(".")[:2] in (["conveyor", "gate"], ["conveyor", "ai"])}
+        for module, targets in graph.items()
+        if module.startswith("conveyor.review")
+    }
+    reached = {module: targets for module, targets in reached.items() if targets}
+    assert reached == REVIEW_REACHES

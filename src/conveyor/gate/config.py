@@ -6,15 +6,22 @@ file, object or query, a ledger gate for the run's items in a status (``source="
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from conveyor.gate.readers import DEFAULT_CHUNK_SIZE
+from conveyor.ledger.statuses import Status
+
+if TYPE_CHECKING:
+    from conveyor.workflow import Workflow
 
 #: ``source=`` of a gate that reads the run's items from the ledger instead of a file.
 LEDGER_SOURCE = "ledger"
+#: The suffix of a revalidation's step name in batch records and gate results.
+CORRECTIONS_SUFFIX = ":corrections"
 
 
 @dataclass
@@ -73,3 +80,29 @@ class GateConfig:
     def ledger_mode(self) -> bool:
         """The gate reads the run's items, not a file (decided here, once, for open_gate)."""
         return (self.source or "").strip().lower() == LEDGER_SOURCE and not self.sql
+
+    def for_corrections(self, flow: Workflow) -> GateConfig:
+        """The same gate over the run's ``corrected`` items: a reviewer's corrections are input too.
+
+        Its suite, suite parameters and reference time stay; it reads the corrected items (their
+        payload, or their AI result when the gate validated the AI step's fields) instead of its file
+        or query, and judges each item on its own: no batch minimum, freshness or exception rate.
+        Its batch record and findings are written under ``<step>:corrections``, beside its own.
+        """
+        gate_input = self.from_status or flow.gate_input
+        if self.ledger_mode:
+            item_field = self.item_field or ("payload" if gate_input == flow.first else "ai_result")
+        else:
+            item_field = "payload"
+        return dataclasses.replace(
+            self,
+            step=f"{self.step}{CORRECTIONS_SUFFIX}",
+            source=LEDGER_SOURCE,
+            sql=None,
+            item_field=item_field,
+            from_status=Status.CORRECTED,
+            to_status=self.to_status or flow.gate_output,
+            min_rows=1,
+            max_age=None,
+            max_exception_rate=1.0,  # each corrected item stands on its own
+        )

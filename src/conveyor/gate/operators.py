@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -15,6 +16,8 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from conveyor.gate.config import GateConfig
+    from conveyor.gate.results import GateSummary
+    from conveyor.ledger.store import Ledger
     from conveyor.workflow import Workflow
 
 
@@ -204,6 +207,30 @@ class ValidationGateOperator(LedgerStepOperator):
             self.log.warning("%d of %d rows quarantined for review", summary.quarantined, summary.rows)
         return summary.as_xcom()
 
+    def validate_corrections(self, context: Context, ledger: Ledger, *, workflow: str, run_id: str) -> GateSummary:
+        """Gate the run's corrected items again, as this gate (what review's revalidation calls).
+
+        The settings are this task's own, rendered for the run (its file or query is not read:
+        the input is the corrected items); see :meth:`GateConfig.for_corrections`.
+
+        :param context: the calling review step's context (templates render with it; its identity
+            is the audit actor).
+        :param ledger: the calling step's ledger (the same database as this gate's).
+        :param workflow: the workflow of the items.
+        :param run_id: the run carrying them.
+        """
+        from conveyor.gate.runner import open_gate
+        from conveyor.include import dag_file_folder, searching_near
+        from conveyor.ledger.actors import task_actor
+        from conveyor.templated import rendered_copy
+
+        rendered = rendered_copy(self, context, skip=("source", "sql"))
+        config = rendered.gate_config(context).for_corrections(ledger.workflow(workflow))
+        if config.run_id != run_id:
+            config = dataclasses.replace(config, run_id=run_id)
+        with searching_near(dag_file_folder(context)):
+            return open_gate(config, ledger, actor=task_actor(context)).run()
+
     def gate_config(self, context: Context) -> GateConfig:
         """The runner's settings from the rendered parameters and the run's context."""
         from conveyor.gate.config import GateConfig
@@ -247,9 +274,8 @@ class ValidationGateOperator(LedgerStepOperator):
             )
         if isinstance(value, str):
             value = datetime.fromisoformat(value)
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=UTC)
-        return value
+        when: datetime = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+        return when
 
 
 def _as_timedelta(value: Any) -> timedelta | None:

@@ -41,6 +41,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from conveyor.formats import human_format
 from conveyor.gate.errors import SuiteError
 from conveyor.gate.paths import resolve_path
 from conveyor.include import include_dir, resolve
@@ -171,24 +172,6 @@ class GateSuite:
                     f"is not valid: {exc}"
                 ) from None
         return gx.ExpectationSuite(name=self.name, expectations=built)
-
-
-def human_format(fmt: str | None) -> str:
-    """``%Y-%m-%d`` as ``YYYY-MM-DD``: how a data engineer spells a date format."""
-    if not fmt or fmt == "ISO8601":
-        return "ISO 8601"
-    for code, word in (
-        ("%Y", "YYYY"),
-        ("%m", "MM"),
-        ("%d", "DD"),
-        ("%H", "hh"),
-        ("%M", "mm"),
-        ("%S", "ss"),
-        ("%b", "Mon"),
-        ("%y", "YY"),
-    ):
-        fmt = fmt.replace(code, word)
-    return fmt
 
 
 def suites_dir() -> Path:

@@ -79,7 +79,7 @@ def form_of(
 
 
 def _input_form(item: Item, history: Sequence[TransitionRecord], named: set[str]) -> list[FormField]:
-    from conveyor.gate.suites import human_format
+    from conveyor.formats import human_format
     from conveyor.review.decisions import quarantine_detail
 
     detail = quarantine_detail(history)

@@ -2,9 +2,9 @@
 
 A reviewer's ``correct`` moves a quarantined item to ``corrected`` with its merged data. The
 run's :class:`~conveyor.review.sensors.HumanReviewSensor` does not count the review done while
-such items wait: it gates them with the same :class:`~conveyor.gate.operators.ValidationGateOperator`
-that quarantined them (its suite, suite parameters and reference time, rendered for this run),
-in ledger mode over the ``corrected`` items. Passing items go to the gate's output status
+such items wait: the gate that quarantined them validates them again, through the one method
+review knows it by (:class:`ValidatesCorrections`; the validation gate's suite, suite parameters
+and reference time, rendered for this run, over the ``corrected`` items). Passing items go to the gate's output status
 (``validated``), where the run's later steps pick them up; failing ones go back to
 ``quarantined`` with the new reason, on the queue again.
 
@@ -15,9 +15,8 @@ are written under ``<gate>:corrections``, next to the gate's own.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from conveyor.errors import ReviewError
 from conveyor.ledger import run_waits
@@ -28,8 +27,28 @@ if TYPE_CHECKING:
 
     from conveyor.ledger.store import Ledger
 
-#: The suffix of the revalidation's step name in batch records and gate results.
-STEP_SUFFIX = ":corrections"
+
+class CorrectionCounts(Protocol):
+    """What a gate made of the corrected items (a gate's summary has these and more)."""
+
+    @property
+    def validated(self) -> int: ...
+
+    @property
+    def quarantined(self) -> int: ...
+
+
+@runtime_checkable
+class ValidatesCorrections(Protocol):
+    """A task of the DAG that validates the run's corrected items again: the validation gate
+    (:meth:`conveyor.gate.operators.ValidationGateOperator.validate_corrections`). Review knows
+    gates only through this: what validating means stays the gate's."""
+
+    task_id: str
+
+    def validate_corrections(
+        self, context: Context, ledger: Ledger, *, workflow: str, run_id: str
+    ) -> CorrectionCounts: ...
 
 
 class RevalidationError(ReviewError, RuntimeError):
@@ -84,23 +103,15 @@ def revalidate(
 
 
 def _upstream_gates(context: Context) -> list[str]:
-    """Task ids of the validation gates upstream of the calling task."""
-    from conveyor.gate.operators import ValidationGateOperator
-
+    """Task ids of the gates upstream of the calling task that can validate corrections."""
     task = context["ti"].task
     if getattr(task, "dag", None) is None:
         return []
     relatives = task.get_flat_relatives(upstream=True)
-    return sorted(t.task_id for t in relatives if isinstance(t, ValidationGateOperator))
+    return sorted(t.task_id for t in relatives if isinstance(t, ValidatesCorrections))
 
 
-def _run_gate(ledger: Ledger, context: Context, *, workflow: str, run_id: str, step: str) -> Any:
-    from conveyor.gate.operators import ValidationGateOperator
-    from conveyor.gate.runner import LEDGER_SOURCE, open_gate
-    from conveyor.include import dag_file_folder, searching_near
-    from conveyor.ledger.actors import task_actor
-    from conveyor.templated import rendered_copy
-
+def _run_gate(ledger: Ledger, context: Context, *, workflow: str, run_id: str, step: str) -> CorrectionCounts:
     task = context["ti"].task
     dag = getattr(task, "dag", None)
     if dag is None or not dag.has_task(step):
@@ -108,33 +119,12 @@ def _run_gate(ledger: Ledger, context: Context, *, workflow: str, run_id: str, s
             f"corrected items of {workflow}/{run_id} were quarantined by the gate {step!r}, which is not a task "
             "of this DAG: they cannot be validated again here"
         )
-    original = dag.get_task(step)
-    if not isinstance(original, ValidationGateOperator):
-        raise RevalidationError(f"task {step!r} is not a ValidationGateOperator: it cannot validate corrections")
-    # The gate's settings as its own task rendered them; its input is the corrected items, not its
-    # file or query.
-    rendered = rendered_copy(original, context, skip=("source", "sql"))
-    config = rendered.gate_config(context)
-    flow = ledger.workflow(workflow)
-    gate_input = config.from_status or flow.gate_input
-    if config.ledger_mode:
-        item_field = config.item_field or ("payload" if gate_input == flow.first else "ai_result")
-    else:
-        item_field = "payload"
-    config = dataclasses.replace(
-        config,
-        step=f"{step}{STEP_SUFFIX}",
-        source=LEDGER_SOURCE,
-        sql=None,
-        item_field=item_field,
-        from_status=Status.CORRECTED,
-        to_status=config.to_status or flow.gate_output,
-        min_rows=1,
-        max_age=None,
-        max_exception_rate=1.0,  # each corrected item stands on its own
-    )
-    with searching_near(dag_file_folder(context)):
-        return open_gate(config, ledger, actor=task_actor(context)).run()
+    gate = dag.get_task(step)
+    if not isinstance(gate, ValidatesCorrections):
+        raise RevalidationError(
+            f"task {step!r} is not a validation gate (it has no validate_corrections): it cannot validate corrections"
+        )
+    return gate.validate_corrections(context, ledger, workflow=workflow, run_id=run_id)
 
 
 def describe(result: Mapping[str, Any]) -> str:

@@ -158,10 +158,11 @@ def create_router() -> APIRouter:
     @router.get("/source/{item_id:path}")
     def source(item_id: str, queue: QueueDep, user: CurrentUser) -> dict[str, Any]:
         """The input rows the gate read for the item (its row as read and what failed), newest first."""
-        from conveyor.gate.results import GateResultStore
+        from conveyor.ledger import gate_results
 
         require_dag_access(user, workflow_of(item_id), "GET")
-        findings = GateResultStore(queue.ledger).for_item(item_id)
+        with queue.ledger.connect() as conn:
+            findings = gate_results.for_item(conn, item_id)
         keep = ("run_id", "step", "row_key", "row_number", "outcome", "failures", "row_data", "suite", "created_at")
         rows = [{k: f.get(k) for k in keep} for f in findings]  # newest first
         return {"item_id": item_id, "findings": rows}

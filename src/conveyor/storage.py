@@ -112,7 +112,8 @@ def write_text(path: ObjectStoragePath, text: str) -> str:
 
 def read_bytes(path: ObjectStoragePath) -> bytes:
     with path.open("rb") as stream:
-        return stream.read()
+        data: bytes = stream.read()
+    return data
 
 
 def sha256_of(path: ObjectStoragePath) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +35,7 @@ def run_states(dag_id: str, run_ids: Sequence[str]) -> dict[str, str]:
     return {run_id: str(state.value if hasattr(state, "value") else state) for run_id, state in rows if state}
 
 
-def with_states(dag_id: str, runs: list[dict]) -> list[dict]:
+def with_states(dag_id: str, runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``runs`` (``metrics.run_progress`` rows), each with its ``state`` (None when unknown)."""
     states = run_states(dag_id, [r["run_id"] for r in runs])
     for run in runs:

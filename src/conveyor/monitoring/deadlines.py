@@ -37,9 +37,10 @@ class RunQueuedAt(BaseDeadlineReference):
         from airflow.models import DagRun
         from sqlalchemy import select
 
-        return session.scalar(
+        queued: datetime | None = session.scalar(
             select(DagRun.queued_at).where(DagRun.dag_id == kwargs["dag_id"], DagRun.run_id == kwargs["run_id"])
         )
+        return queued
 
 
 #: The reference to pass to ``DeadlineAlert(reference=...)``.

@@ -92,8 +92,9 @@ class AlertWebhookNotifier(BaseNotifier):
             return str(extra["url"])
         if not conn.host:
             raise ChannelNotConfigured(f"connection {conn.conn_id!r} has neither a host nor an extra 'url'")
+        base: str
         if "://" in conn.host:
-            base = conn.host.rstrip("/")
+            base = str(conn.host).rstrip("/")
         else:
             scheme = conn.schema if conn.schema in {"http", "https"} else "https"
             base = f"{scheme}://{conn.host}" + (f":{conn.port}" if conn.port else "")

@@ -109,7 +109,7 @@ class AnsweredPromptsResumed(threading.Thread):
                 detail = session.scalars(
                     select(HITLDetail).where(HITLDetail.ti_id == ti.id).with_for_update(of=HITLDetail)
                 ).one()
-                event = TriggerEvent(detail.as_resume_event_payload())  # type: ignore[no-untyped-call]  # Airflow leaves TriggerEvent.__init__ untyped
+                event = TriggerEvent(detail.as_resume_event_payload())
                 handle_event_submit(event, task_instance=ti, session=session)
                 resumed.append(ti.task_id)
         for task_id in resumed:
@@ -139,7 +139,7 @@ def orm_ready() -> None:
     from airflow.models import import_all_models
     from sqlalchemy.orm import configure_mappers
 
-    import_all_models()  # type: ignore[no-untyped-call]  # Airflow leaves it untyped
+    import_all_models()
     configure_mappers()
 
 

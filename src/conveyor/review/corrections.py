@@ -20,7 +20,9 @@ from conveyor.review.errors import InvalidDecision
 _MISSING: Any = object()
 
 
-def merge_changes(current: Any, changes: Mapping[str, Any], *, what: str) -> tuple[dict[str, Any], list[dict]]:
+def merge_changes(
+    current: Any, changes: Mapping[str, Any], *, what: str
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The corrected data and its field-level diff.
 
     :param current: the item's data now (a JSON object; None counts as empty).

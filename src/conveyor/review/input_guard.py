@@ -126,7 +126,8 @@ class InputGuard:
             if not replayed:
                 replayed = True
                 return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
+            message: dict[str, Any] = await receive()
+            return message
 
         await self.app(scope, replay, send)
 

@@ -64,7 +64,7 @@ class HumanReviewTrigger(BaseTrigger):
         step: str | None = None,
         item_timeout: float | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # BaseTrigger.__init__ is unannotated
         if poll_interval <= 0:
             raise ValueError("poll_interval must be positive")
         if item_timeout is not None and (item_timeout <= 0 or not step):

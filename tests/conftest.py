@@ -36,6 +36,8 @@ os.environ.update(
         "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
         "AIRFLOW__CORE__PLUGINS_FOLDER": str(REPO / "plugins"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        # As the deployment files set it: sensors defer (the review steps wait in the triggerer).
+        "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": "True",
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": postgres.sqlalchemy_url_for(AIRFLOW_DB),
         "AIRFLOW__API_AUTH__JWT_SECRET": "conveyor-tests-jwt-secret",
         # Pinned, so `airflow` subprocesses and in-process code encrypt connections alike.

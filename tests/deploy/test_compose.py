@@ -141,6 +141,8 @@ def test_tasks_reach_the_execution_api_of_the_api_server(compose):
     assert url.port in container_ports
     assert url.path == "/execution/"
     assert env["AIRFLOW__CORE__LOAD_EXAMPLES"] == "false"
+    # The review steps' sensors defer (they read [operators] default_deferrable, off in Airflow's defaults).
+    assert env["AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE"] == "true"
 
 
 def test_project_folders_are_mounted_as_in_astro(compose):

@@ -68,6 +68,7 @@ def main(project: Path, ledger_uri: str) -> int:
         "AIRFLOW__CORE__DAGS_FOLDER": str(project / "dags"),
         "AIRFLOW__CORE__PLUGINS_FOLDER": str(project / "plugins"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": "True",  # as docker-compose.yaml sets it
         "AIRFLOW_CONN_CONVEYOR_LEDGER": ledger_uri,
         "AIRFLOW__CONVEYOR__REVIEW_POKE_SECONDS": "1",
         "CONVEYOR_HOME": str(project / "conveyor-home"),

@@ -203,8 +203,34 @@ def test_sensor_arguments_are_checked():
         HumanReviewSensor(task_id="w", workflow=WF, escalation="ignore")
     with pytest.raises(ValueError, match="not both"):
         HumanReviewSensor(task_id="w", workflow=WF, mode="reschedule", deferrable=True)
-    assert HumanReviewSensor(task_id="w", workflow=WF).deferrable is True
+    assert HumanReviewSensor(task_id="w", workflow=WF).deferrable is True  # [operators] default_deferrable
     assert HumanReviewSensor(task_id="w", workflow=WF, mode="reschedule").deferrable is False
+
+
+def test_deferrable_follows_operators_default_deferrable_and_never_holds_a_worker_slot(monkeypatch):
+    # Airflow's own default is off: the sensor then reschedules between looks instead of poking in a slot.
+    monkeypatch.setenv("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE", "False")
+    sensor = HumanReviewSensor(task_id="w", workflow=WF)
+    assert (sensor.deferrable, sensor.mode) == (False, "reschedule")
+    poking = HumanReviewSensor(task_id="w", workflow=WF, mode="poke")
+    assert (poking.deferrable, poking.mode) == (False, "poke")  # asked for: kept
+    monkeypatch.setenv("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE", "True")
+    deferred = HumanReviewSensor(task_id="w", workflow=WF)
+    assert (deferred.deferrable, deferred.mode) == (True, "poke")
+    assert HumanReviewSensor(task_id="w", workflow=WF, deferrable=False).mode == "reschedule"
+
+
+def test_poke_only_looks(airflow_db, ledger):
+    """A look changes nothing: a corrected item waits for the step's work before looking, which
+    poke never does (it stays 'corrected', and counts as waiting)."""
+    from conveyor.ledger.changes import NewItem
+
+    ledger.receive(WF, "run-poke", [NewItem("C1", {"amount": 1})], actor="test")
+    ledger.transition(WF, [f"{WF}:C1"], to_status="quarantined", actor="test", reason="bad amount")
+    ledger.transition(WF, [f"{WF}:C1"], to_status="corrected", actor="rita", reason="fixed by a reviewer")
+    sensor = HumanReviewSensor(task_id="w", workflow=WF, run_id="run-poke")
+    assert sensor.poke({}) is False  # an empty context: poke needs none, it only counts
+    assert ledger.get(f"{WF}:C1").status == "corrected"
     assert HumanReviewSensor(task_id="w", workflow=WF, escalation="reject").escalation is Escalation.REJECT
 
 

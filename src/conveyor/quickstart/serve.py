@@ -80,6 +80,8 @@ def configure(home: Path, *, repo: Path | None, sql_alchemy_conn: str) -> Path:
             "simple_auth_manager_passwords_file": str(passwords_file(home)),
         },
         "database": {"sql_alchemy_conn": sql_alchemy_conn.replace("%", "%%")},
+        # The review steps wait in the triggerer, as in the deployment files.
+        "operators": {"default_deferrable": "True"},
         "api_auth": {"jwt_secret": jwt_file.read_text().strip()},
     }
     for section, values in settings.items():

@@ -1,9 +1,17 @@
 """HumanReviewSensor: wait until every item of the run that needs a person has a decision.
 
-Deferrable by default: after one look at the ledger it hands the wait to
-:class:`~conveyor.review.triggers.HumanReviewTrigger` and holds no worker slot. ``mode="reschedule"``
-(with ``deferrable=False``) serves deployments without a triggerer: it frees its slot between
-looks, one cheap query each.
+A sensor that only waits, as the standard provider's: ``deferrable`` defaults from
+``[operators] default_deferrable`` (Conveyor's deployment files turn it on). Deferred, after one
+look at the ledger it hands the wait to :class:`~conveyor.review.triggers.HumanReviewTrigger` and
+holds no worker slot. Not deferred (a deployment without a triggerer), it runs in
+``mode="reschedule"`` unless another mode is asked for: it frees its slot between looks, one
+cheap query each, and a wait of hours never holds a worker.
+
+:meth:`HumanReviewSensor.poke` only looks (one indexed count). The work a look waits on, done
+before each look, is the step's own and visible in its log and summary: corrected items
+validated again and caught up with the run, overdue items escalated. It runs in ``execute`` (each
+try of a rescheduled sensor) and in ``execute_complete`` (when the trigger wakes the task), never
+inside ``poke``.
 
 **Corrections are validated again before the review counts as done.** An item a reviewer
 corrected (``corrected``) is gated again, in the worker, by the validation gate that quarantined it
@@ -82,8 +90,9 @@ class HumanReviewSensor(BaseSensorOperator):
         ``fail``: what to do with an item that waited longer than ``item_timeout``.
     :param revalidate: the task id of the validation gate that validates corrected items again
         (default: the gate each item's quarantine recorded).
-    :param deferrable: wait in the triggerer, holding no worker slot (default, unless
-        ``mode="reschedule"`` is asked for).
+    :param deferrable: wait in the triggerer, holding no worker slot (default: ``[operators]
+        default_deferrable``; False when ``mode="reschedule"`` is asked for). Not deferrable, the
+        sensor reschedules between looks unless ``mode`` says otherwise.
     :param poke_interval: seconds between two looks at the ledger (default
         ``[conveyor] review_poke_seconds``).
     :param timeout: seconds to wait before escalating (Airflow's sensor timeout).
@@ -110,6 +119,11 @@ class HumanReviewSensor(BaseSensorOperator):
         from conveyor.ledger_step import workflow_parts
 
         kwargs.setdefault("poke_interval", config.get_int("review_poke_seconds"))
+        if deferrable is None:
+            deferrable = kwargs.get("mode", "poke") != "reschedule" and _default_deferrable()
+        if not deferrable:
+            # Never a worker slot held for a wait measured in hours.
+            kwargs.setdefault("mode", "reschedule")
         super().__init__(**kwargs)
         try:
             self.escalation = Escalation(escalation)
@@ -117,8 +131,6 @@ class HumanReviewSensor(BaseSensorOperator):
             raise ValueError(
                 f"escalation must be one of {', '.join(e.value for e in Escalation)}; got {escalation!r}"
             ) from None
-        if deferrable is None:
-            deferrable = self.mode != "reschedule"
         if deferrable and self.mode == "reschedule":
             raise ValueError(
                 "choose deferrable=True (triggerer) or mode='reschedule' (no triggerer), not both"
@@ -216,11 +228,14 @@ class HumanReviewSensor(BaseSensorOperator):
                 ", ".join(o.item_id for o in done[:10]),
             )
 
-    def poke(self, context: Context) -> bool:
-        """True when no item of the run waits for a person or for revalidation (corrected items are
-        validated again first, overdue items escalated)."""
+    def _before_looking(self, context: Context) -> None:
+        """What a look waits on, done first: corrections validated again (and caught up with the
+        run), overdue items escalated. Called by ``execute`` and ``execute_complete``, not ``poke``."""
         self._revalidate(context)
         self._escalate_items(context)
+
+    def poke(self, context: Context) -> bool:
+        """True when no item of the run waits for a person (it only looks: one indexed count)."""
         pending = self._pending()
         self.log.info("%d item(s) of %s/%s wait for a person", pending, self.workflow, self.run_id)
         return pending == 0
@@ -236,12 +251,14 @@ class HumanReviewSensor(BaseSensorOperator):
         started = self._started_at(context)
         deadline = started + timedelta(seconds=self.timeout)
         if self.deferrable:
+            self._before_looking(context)
             if self.poke(context):
                 return self._finish(context, started, deadline, timed_out=False)
             if datetime.now(UTC) >= deadline:
                 return self._finish(context, started, deadline, timed_out=True)
             self._defer(deadline)
         while True:
+            self._before_looking(context)
             if self.poke(context):
                 return self._finish(context, started, deadline, timed_out=False)
             now = datetime.now(UTC)
@@ -281,6 +298,8 @@ class HumanReviewSensor(BaseSensorOperator):
         deadline = parse_deadline(event.get("deadline")) or datetime.now(UTC)
         started = deadline - timedelta(seconds=self.timeout)
         timed_out = event["status"] == TIMED_OUT
+        if not timed_out:
+            self._before_looking(context)
         if not timed_out and not self.poke(context):
             if datetime.now(UTC) < deadline:
                 # A correction failed its revalidation, overdue items were escalated and wait on, or
@@ -350,6 +369,12 @@ class HumanReviewSensor(BaseSensorOperator):
         elif state.pending:
             self.log.info("%d item(s) were routed to review after the last look", len(state.pending))
         return summary
+
+
+def _default_deferrable() -> bool:
+    from airflow.sdk.configuration import conf
+
+    return bool(conf.getboolean("operators", "default_deferrable", fallback=False))
 
 
 def _item_escalations_of(ledger: Ledger, workflow: str, run_id: str, step: str) -> dict[str, int]:

@@ -102,6 +102,7 @@ def shared_environment(
                 "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
             ),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": "True",
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
             "AIRFLOW__CORE__DAGS_FOLDER": str(dag_folders[0]),
             "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": bundle_config(dag_folders),

@@ -135,3 +135,28 @@ def test_without_docs_the_operator_declares_its_recovery_strategies_for_the_lint
     ]
     assert Recovery.ALTERNATIVE_PATH in declared(backed.doc_md)
     assert declared(own.doc_md) == [Recovery.MANUAL_INTERVENTION]
+
+
+def test_the_operator_defaults_are_the_engines_and_a_wrong_setting_fails_the_dag_at_parse():
+    import inspect
+
+    from conveyor.ai.operators import AIStepOperator
+    from conveyor.ai.retries import RetryPolicy
+    from conveyor.ai.runner import StepConfig
+
+    engine = {**defaults_of_dataclass(StepConfig), **defaults_of_dataclass(RetryPolicy)}
+    parameters = inspect.signature(AIStepOperator.__init__).parameters
+    shared = {name for name in parameters if name in engine}
+    assert len(shared) >= 19, shared  # every tunable the engine reads
+    assert {name: parameters[name].default for name in shared} == {name: engine[name] for name in shared}
+    for setting, value in (("min_confidence", 1.5), ("batch_size", 0), ("lease_seconds", -1), ("items_per_call", 0)):
+        with pytest.raises(ValueError, match=f"{setting} must be"):
+            AIStepOperator(task_id="a", workflow="supplier_exceptions", ai_task=CLASSIFY_EXCEPTION, **{setting: value})
+    # A template is checked once rendered, in the run.
+    AIStepOperator(task_id="a", workflow="supplier_exceptions", ai_task=CLASSIFY_EXCEPTION, items_per_call="{{ x }}")
+
+
+def defaults_of_dataclass(cls):
+    import dataclasses
+
+    return {f.name: f.default for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}

@@ -32,7 +32,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from conveyor.ai.spot_checks import DEFAULT_MAX_ERROR_RATE, DEFAULT_SPOT_CHECK, check_settings
+from conveyor.ai.retries import RetryPolicy
+from conveyor.ai.step_config import StepConfig, check_step_settings, defaults_of
 from conveyor.ledger_step import LedgerStepOperator
 
 if TYPE_CHECKING:
@@ -41,6 +42,9 @@ if TYPE_CHECKING:
     from conveyor.ai.definitions import AITask
     from conveyor.workflow import Workflow
 
+#: The engine's defaults (StepConfig, RetryPolicy): the one place each is written.
+STEP = defaults_of(StepConfig)
+RETRY = defaults_of(RetryPolicy)
 
 def _default_doc(has_fallback: bool, max_failure_rate: float) -> str:
     """The recovery line ``conveyor lint`` looks for, when the DAG author wrote no ``doc_md``."""
@@ -160,36 +164,46 @@ class AIStepOperator(LedgerStepOperator):
         *,
         workflow: str | Workflow,
         ai_task: AITask | str,
-        model: Any = "local",
+        model: Any = STEP["model"],
         fallback_model: Any = None,
         from_status: str | None = None,
         to_status: str | None = None,
-        min_confidence: float = 0.7,
-        max_failure_rate: float = 0.1,
-        spot_check: float = DEFAULT_SPOT_CHECK,
-        max_error_rate: float | None = DEFAULT_MAX_ERROR_RATE,
-        batch_size: int = 200,
-        max_concurrency: int = 8,
-        breaker_threshold: int = 5,
-        breaker_cooldown: float = 60.0,
-        call_timeout: float = 30.0,
-        max_attempts: int = 4,
-        backoff_base: float = 0.5,
-        backoff_max: float = 30.0,
-        max_retry_after: float = 120.0,
-        confidence_method: str = "logprobs",
-        samples: int = 3,
-        repair_attempts: int = 1,
-        items_per_call: int | str = 1,
+        min_confidence: float = STEP["min_confidence"],
+        max_failure_rate: float = STEP["max_failure_rate"],
+        spot_check: float = STEP["spot_check"],
+        max_error_rate: float | None = STEP["max_error_rate"],
+        batch_size: int = STEP["batch_size"],
+        max_concurrency: int = STEP["max_concurrency"],
+        breaker_threshold: int = STEP["breaker_threshold"],
+        breaker_cooldown: float = STEP["breaker_cooldown"],
+        call_timeout: float = STEP["call_timeout"],
+        max_attempts: int = RETRY["max_attempts"],
+        backoff_base: float = RETRY["backoff_base"],
+        backoff_max: float = RETRY["backoff_max"],
+        max_retry_after: float = RETRY["max_retry_after"],
+        confidence_method: str = STEP["confidence_method"],
+        samples: int = STEP["samples"],
+        repair_attempts: int = STEP["repair_attempts"],
+        items_per_call: int | str = STEP["items_per_call"],
         shard: Any = None,
-        lease_seconds: float = 300.0,
+        lease_seconds: float = STEP["lease_seconds"],
         run_id: str = "{{ run_id }}",
         ledger_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         if not kwargs.get("doc_md"):
             kwargs["doc_md"] = _default_doc(fallback_model is not None, max_failure_rate)
-        check_settings(spot_check, max_error_rate)  # a DAG with a wrong share fails to parse, naming it
+        # A DAG with a setting no run could use fails to parse, naming it.
+        check_step_settings(
+            min_confidence=min_confidence,
+            max_failure_rate=max_failure_rate,
+            batch_size=batch_size,
+            max_concurrency=max_concurrency,
+            items_per_call=items_per_call,
+            lease_seconds=lease_seconds,
+            spot_check=spot_check,
+            max_error_rate=max_error_rate,
+        )
         super().__init__(workflow=workflow, ledger_conn_id=ledger_conn_id, **kwargs)
         self.spot_check = spot_check
         self.max_error_rate = max_error_rate
@@ -222,8 +236,7 @@ class AIStepOperator(LedgerStepOperator):
 
         from conveyor.ai.definitions import get_ai_task
         from conveyor.ai.errors import AIStepFailed
-        from conveyor.ai.retries import RetryPolicy
-        from conveyor.ai.runner import StepConfig, run_step
+        from conveyor.ai.runner import run_step
         from conveyor.include import dag_file_folder, searching_near
         from conveyor.ledger.actors import task_actor
         from conveyor.ledger.leases import Holder

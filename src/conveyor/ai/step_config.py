@@ -7,6 +7,7 @@ the step, so every retry of a run draws the same items.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,13 +66,50 @@ class StepConfig:
         self.from_status = self.from_status or self.task.from_status
         self.to_status = self.to_status or self.task.to_status
         self.step = self.step or self.task.name
-        if not 0 <= self.min_confidence <= 1:
-            raise ValueError("min_confidence must be between 0 and 1")
-        if not 0 <= self.max_failure_rate <= 1:
-            raise ValueError("max_failure_rate must be between 0 and 1")
-        if self.batch_size < 1 or self.max_concurrency < 1 or self.items_per_call < 1:
-            raise ValueError("batch_size, max_concurrency and items_per_call must be at least 1")
-        if self.lease_seconds <= 0:
-            raise ValueError("lease_seconds must be positive")
-        check_settings(self.spot_check, self.max_error_rate)
+        check_step_settings(
+            min_confidence=self.min_confidence,
+            max_failure_rate=self.max_failure_rate,
+            batch_size=self.batch_size,
+            max_concurrency=self.max_concurrency,
+            items_per_call=self.items_per_call,
+            lease_seconds=self.lease_seconds,
+            spot_check=self.spot_check,
+            max_error_rate=self.max_error_rate,
+        )
         self.seed = spot_seed(self.workflow, self.run_id, self.step)
+
+
+def check_step_settings(
+    *,
+    min_confidence: float,
+    max_failure_rate: float,
+    batch_size: int,
+    max_concurrency: int,
+    items_per_call: int | str,
+    lease_seconds: float,
+    spot_check: float,
+    max_error_rate: float | None,
+) -> None:
+    """Refuse a setting no run could use, naming it: the operator calls this when the DAG is parsed
+    (a wrong value fails the DAG's import, not a run hours later), and each run's StepConfig again.
+
+    ``items_per_call`` may still be a template at parse time; it is checked once rendered.
+    """
+    if not 0 <= min_confidence <= 1:
+        raise ValueError(f"min_confidence must be between 0 and 1, got {min_confidence!r}")
+    if not 0 <= max_failure_rate <= 1:
+        raise ValueError(f"max_failure_rate must be between 0 and 1, got {max_failure_rate!r}")
+    for name, value in (("batch_size", batch_size), ("max_concurrency", max_concurrency)):
+        if value < 1:
+            raise ValueError(f"{name} must be at least 1, got {value!r}")
+    if not isinstance(items_per_call, str) and items_per_call < 1:
+        raise ValueError(f"items_per_call must be at least 1, got {items_per_call!r}")
+    if lease_seconds <= 0:
+        raise ValueError(f"lease_seconds must be positive, got {lease_seconds!r}")
+    check_settings(spot_check, max_error_rate)
+
+
+def defaults_of(cls: type) -> dict[str, Any]:
+    """A dataclass's field defaults by name: the operator's parameters default to these, so a default
+    is written once, where the engine reads it."""
+    return {f.name: f.default for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}

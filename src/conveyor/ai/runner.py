@@ -44,6 +44,7 @@ from conveyor.ai.judging import ChunkOutcome, judge_chunk
 from conveyor.ai.models.base import ModelInput
 from conveyor.ai.sharding import ShardClaims
 from conveyor.ai.step_config import StepConfig as StepConfig
+from conveyor.ai.summary import AIStepSummary
 from conveyor.ledger import item_reads
 from conveyor.ledger.faults import patiently
 from conveyor.ledger.statuses import Status
@@ -306,34 +307,36 @@ class AIStepRunner:
             f"{sum(self.failures.values())} failed so far"
         )
 
-    def summary(self, started: float, **extra: Any) -> dict[str, Any]:
-        """The small dict the task pushes to XCom."""
+    def summary(self, started: float, *, breaker: str | None = None) -> dict[str, Any]:
+        """The task's XCom (see :class:`~conveyor.ai.summary.AIStepSummary`)."""
         c = self.config
-        return {
-            "workflow": c.workflow,
-            "run_id": c.run_id,
-            "step": c.step,
-            "model": self.primary.key,
-            "fallback_model": self.fallback.key if self.fallback else None,
-            "from_status": c.from_status,
-            "to_status": c.to_status,
-            "items": self.stats["handled"],
-            "passed": self.stats["passed"],
-            "review": self.stats["review"],
-            "spot_checked": self.stats["spot_checked"],
-            "spot_check": c.spot_check,
-            "spot_seed": c.seed,
-            "failed": sum(self.failures.values()),
-            "review_reasons": dict(self.reasons.most_common()),
-            "failure_reasons": dict(self.failures.most_common()),
-            "calls": self.stats["calls"],
-            "cache_hits": self.stats["cache_hits"],
-            "fallback_used": self.models.fallback_used,
-            "raced": self.committer.raced,
-            **({} if self.claims is None else {"shard": c.shard, "claimed": self.claims.claimed}),
-            "seconds": round(time.monotonic() - started, 3),
-            **extra,
-        }
+        return AIStepSummary(
+            workflow=c.workflow,
+            run_id=c.run_id,
+            step=c.step,
+            model=self.primary.key,
+            fallback_model=self.fallback.key if self.fallback else None,
+            from_status=c.from_status,
+            to_status=c.to_status,
+            items=self.stats["handled"],
+            passed=self.stats["passed"],
+            review=self.stats["review"],
+            spot_checked=self.stats["spot_checked"],
+            spot_check=c.spot_check,
+            spot_seed=c.seed,
+            failed=sum(self.failures.values()),
+            review_reasons=dict(self.reasons.most_common()),
+            failure_reasons=dict(self.failures.most_common()),
+            calls=self.stats["calls"],
+            cache_hits=self.stats["cache_hits"],
+            fallback_used=self.models.fallback_used,
+            raced=self.committer.raced,
+            seconds=round(time.monotonic() - started, 3),
+            sharded=self.claims is not None,
+            shard=c.shard,
+            claimed=self.claims.claimed if self.claims is not None else 0,
+            breaker=breaker,
+        ).as_xcom()
 
 
 def run_step(ledger: Ledger, config: StepConfig) -> dict[str, Any]:

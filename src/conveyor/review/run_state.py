@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
 
 from conveyor.ledger import run_waits
 from conveyor.ledger.statuses import REVIEW_VALUES, UNRESOLVED_VALUES
@@ -45,17 +44,6 @@ class RunReviewState:
         for (_, to_status), n in self.decisions.items():
             counts[to_status] += n
         return dict(sorted(counts.items()))
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "workflow": self.workflow,
-            "run_id": self.run_id,
-            "needed_review": len(self.decided_items) + len(self.pending),
-            "decided": len(self.decided_items),
-            "pending": len(self.pending),
-            "decided_by": self.by_actor,
-            "outcomes": self.by_outcome,
-        }
 
 
 def pending_count(ledger: Ledger, workflow: str, run_id: str) -> int:

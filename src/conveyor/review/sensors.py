@@ -34,13 +34,7 @@ waiting), rejected (``reject``) or fails the step (``fail``); see :mod:`conveyor
 The trigger fires at the moment the oldest waiting item becomes overdue, not on a poll tick.
 
 The outcome is logged and returned as the XCom summary (``return_value``, also pushed under the
-key ``review_summary`` when the task fails)::
-
-    {"workflow", "run_id", "outcome": "all_decided" | "timed_out",
-     "escalation": declared, "escalation_applied": None | "fail" | "proceed" | "reject",
-     "needed_review", "decided", "pending", "decided_by": {actor: n}, "outcomes": {status: n},
-     "auto_rejected", "item_escalations": {action: n}, "caught_up": [steps run again for corrected items],
-     "waited_seconds", "deadline"}
+key ``review_summary`` when the task fails): a :class:`~conveyor.review.review_summary.ReviewSummary`.
 
 A row corrected at a later review step (after the AI step), once validated again, goes through the
 resumable steps between its gate and this step before the review counts as done (see
@@ -322,6 +316,7 @@ class HumanReviewSensor(BaseSensorOperator):
     ) -> dict[str, Any]:
         from conveyor.ledger.actors import task_actor
         from conveyor.ledger.statuses import REVIEW_VALUES, Status
+        from conveyor.review.review_summary import ReviewSummary, human_duration
         from conveyor.review.run_state import read_run_state
 
         self._revalidate(context)  # nothing corrected is left unvalidated, whatever the outcome
@@ -333,7 +328,7 @@ class HumanReviewSensor(BaseSensorOperator):
             # The deadline passed with items still waiting: the step's declared escalation applies.
             applied = self.escalation
             if applied is Escalation.REJECT:
-                waited = _human_duration(self.timeout)
+                waited = human_duration(self.timeout)
                 result = ledger.transition(
                     self.workflow,
                     state.pending,
@@ -344,18 +339,18 @@ class HumanReviewSensor(BaseSensorOperator):
                 )
                 auto_rejected = len(result.moved)
                 state = read_run_state(ledger, self.workflow, self.run_id)
-        summary: dict[str, Any] = {
-            **state.as_dict(),
-            "outcome": "timed_out" if applied else "all_decided",
-            "escalation": self.escalation.value,
-            "escalation_applied": applied.value if applied else None,
-            "auto_rejected": auto_rejected,
-            "item_escalations": self._item_escalations(ledger),
-            "caught_up": sorted(self.caught_up),
-            "waited_seconds": round((datetime.now(UTC) - started).total_seconds(), 3),
-            "deadline": deadline.isoformat(),
-        }
-        message = _describe(summary)
+        outcome = ReviewSummary.of(
+            state,
+            escalation=self.escalation.value,
+            escalation_applied=applied.value if applied else None,
+            auto_rejected=auto_rejected,
+            item_escalations=self._item_escalations(ledger),
+            caught_up=sorted(self.caught_up),
+            waited_seconds=round((datetime.now(UTC) - started).total_seconds(), 3),
+            deadline=deadline.isoformat(),
+        )
+        summary = outcome.as_xcom()
+        message = outcome.describe()
         if applied is Escalation.FAIL:
             self.log.error("%s", message)
             context["ti"].xcom_push(key=XCOM_KEY, value=summary)
@@ -382,41 +377,3 @@ def _item_escalations_of(ledger: Ledger, workflow: str, run_id: str, step: str) 
 
     with ledger.connect() as conn:
         return review_escalations.counts_by_action(conn, workflow, run_id, step)
-
-
-def _human_duration(seconds: float) -> str:
-    minutes, secs = divmod(int(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    if hours:
-        return f"{hours}h{minutes:02d}m"
-    if minutes:
-        return f"{minutes}m{secs:02d}s"
-    return f"{secs}s"
-
-
-def _describe(summary: dict[str, Any]) -> str:
-    """One line a person can act on: what was decided, by whom, and what the escalation did."""
-    who = ", ".join(f"{actor} {n}" for actor, n in summary["decided_by"].items()) or "nobody"
-    head = (
-        f"review of {summary['workflow']}/{summary['run_id']}: {summary['needed_review']} item(s) needed a "
-        f"person, {summary['decided']} decided (by {who}; outcomes {summary['outcomes'] or {}})"
-    )
-    applied = summary["escalation_applied"]
-    if applied is None:
-        return f"{head}; {summary['pending']} left waiting"
-    if applied == Escalation.FAIL:
-        return (
-            f"{head}; {summary['pending']} item(s) still waiting at the deadline: "
-            "escalation 'fail' fails the task so its failure callback alerts a person; "
-            "the items stay on the review queue"
-        )
-    if applied == Escalation.PROCEED:
-        return (
-            f"{head}; {summary['pending']} item(s) still waiting at the deadline: "
-            "escalation 'proceed' lets the run go on with the approved items only; "
-            "the others stay on the review queue"
-        )
-    return (
-        f"{head}; escalation 'reject' moved {summary['auto_rejected']} item(s) still waiting at the deadline "
-        f"to rejected ({summary['pending']} left waiting)"
-    )

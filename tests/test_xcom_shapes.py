@@ -1,0 +1,57 @@
+"""The steps' XComs are a contract: DAG authors read them downstream by key, so their shapes are
+pinned here. A key added is a change a user can see (say it in the README); a key gone breaks DAGs."""
+
+from __future__ import annotations
+
+import json
+
+from conveyor.ai.summary import AIStepSummary
+from conveyor.gate.results import GateSummary
+from conveyor.review.review_summary import ReviewSummary
+from conveyor.review.run_state import RunReviewState
+
+GATE_KEYS = {
+    "workflow", "run_id", "step", "source", "suite", "input_hash", "rows", "validated", "quarantined",
+    "duplicates", "conflicts", "already_received", "unexpected_columns", "exception_rate", "status", "rerun",
+}  # fmt: skip
+AI_KEYS = {
+    "workflow", "run_id", "step", "model", "fallback_model", "from_status", "to_status", "items", "passed",
+    "review", "spot_checked", "spot_check", "spot_seed", "failed", "review_reasons", "failure_reasons",
+    "calls", "cache_hits", "fallback_used", "raced", "seconds",
+}  # fmt: skip
+REVIEW_KEYS = {
+    "workflow", "run_id", "needed_review", "decided", "pending", "decided_by", "outcomes", "outcome",
+    "escalation", "escalation_applied", "auto_rejected", "item_escalations", "caught_up", "waited_seconds",
+    "deadline",
+}  # fmt: skip
+
+
+def test_the_gate_summary_keeps_its_keys_and_travels_as_json():
+    summary = GateSummary(workflow="w", run_id="r", step="gate", source="in.csv", suite="s", input_hash="h", rows=3)
+    xcom = summary.as_xcom()
+    assert set(xcom) == GATE_KEYS
+    assert GateSummary.from_json(json.loads(json.dumps(xcom))) == summary
+
+
+def test_the_ai_step_summary_keeps_its_keys_sharded_or_not_and_names_an_open_breaker():
+    common = dict(workflow="w", run_id="r", step="classify", model="local", fallback_model=None,
+                  from_status="validated", to_status="ai_processed", review_reasons={"low_confidence": 2})  # fmt: skip
+    assert set(AIStepSummary(**common).as_xcom()) == AI_KEYS
+    sharded = AIStepSummary(**common, sharded=True, shard=2, claimed=200).as_xcom()
+    assert set(sharded) == AI_KEYS | {"shard", "claimed"} and (sharded["shard"], sharded["claimed"]) == (2, 200)
+    stopped = AIStepSummary(**common, breaker="breaker open for conveyor_llm").as_xcom()
+    assert set(stopped) == AI_KEYS | {"breaker"}
+    assert json.loads(json.dumps(stopped)) == stopped  # plain JSON: XCom and the API can carry it
+
+
+def test_the_review_summary_keeps_its_keys_and_says_what_the_escalation_did():
+    state = RunReviewState(workflow="w", run_id="r", pending=["w:3"], decided_items={"w:1", "w:2"})
+    state.decisions[("reviewer:rita", "validated")] += 2
+    summary = ReviewSummary.of(state, escalation="reject", escalation_applied="reject", auto_rejected=1,
+                               caught_up=["classify"], deadline="2026-12-06T10:00:00+00:00")  # fmt: skip
+    xcom = summary.as_xcom()
+    assert set(xcom) == REVIEW_KEYS
+    assert (xcom["needed_review"], xcom["decided"], xcom["pending"], xcom["outcome"]) == (3, 2, 1, "timed_out")
+    assert xcom["decided_by"] == {"reviewer:rita": 2} and xcom["caught_up"] == ["classify"]
+    assert json.loads(json.dumps(xcom)) == xcom
+    assert "escalation 'reject' moved 1 item(s)" in summary.describe()

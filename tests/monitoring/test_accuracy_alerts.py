@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from conveyor.monitoring.accuracy import lower_bound, upper_bound
-from conveyor.monitoring.alerts import Thresholds, evaluate, render_text
+from conveyor.monitoring.alert_text import render_text
+from conveyor.monitoring.alerts import Thresholds, evaluate
 
 
 def period(wrong: int, n: int, *, target: float | None = 0.05, recommended: float | None = 0.8) -> dict:

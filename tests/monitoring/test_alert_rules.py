@@ -6,7 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from conveyor.monitoring.alerts import Alert, Thresholds, render_html, render_text
+from conveyor.monitoring.alert_text import render_html, render_text
+from conveyor.monitoring.alerts import Alert, Thresholds
 from conveyor.monitoring.health import evaluate_all, measure_all
 from tests.monitoring.scenarios import OLD_REASON, seed_healthy_week, seed_problem_workflows
 

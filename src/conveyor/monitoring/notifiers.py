@@ -31,7 +31,7 @@ from airflow.sdk import BaseHook, BaseNotifier, Context, Variable
 from airflow.sdk.exceptions import AirflowNotFoundException
 
 from conveyor.errors import MonitoringError
-from conveyor.monitoring.alerts import render_html, render_text, subject_line
+from conveyor.monitoring.alert_text import render_html, render_text, subject_line
 from conveyor.monitoring.store import AlertEvent, MonitoringStore
 
 EMAIL_CONN_ID = "conveyor_smtp"

@@ -17,6 +17,8 @@ from fastapi.responses import RedirectResponse, Response
 STATIC_FILES: dict[str, str] = {
     "index.html": "text/html; charset=utf-8",
     "review.js": "text/javascript; charset=utf-8",
+    "review_kit.js": "text/javascript; charset=utf-8",
+    "review_reasons.js": "text/javascript; charset=utf-8",
     "review_form.js": "text/javascript; charset=utf-8",
     "review.css": "text/css; charset=utf-8",
 }

@@ -9,7 +9,6 @@
 "use strict";
 
 (function () {
-  const API = "../api/review/";
   const PAGE_SIZE = 50;
   const params = new URLSearchParams(window.location.search);
   const state = {
@@ -34,95 +33,9 @@
   const metrics = { decisions: [], errors: 0 };
   window.__conveyorReview = metrics;
   const inRun = Boolean(state.workflow && state.runId);
-  const $ = (id) => document.getElementById(id);
-
-  function el(tag, text, className) {
-    const node = document.createElement(tag);
-    if (text !== undefined && text !== null) node.textContent = String(text);
-    if (className) node.className = className;
-    return node;
-  }
-  const clear = (node) => node.replaceChildren();
-
-  class ApiError extends Error {
-    constructor(status, detail) {
-      super(typeof detail === "string" ? detail : (detail && detail.message) || JSON.stringify(detail));
-      this.status = status;
-      this.detail = detail;
-    }
-  }
-
-  async function api(path, options) {
-    const init = Object.assign({ credentials: "same-origin", headers: { Accept: "application/json" } }, options || {});
-    const response = await fetch(API + path, init);
-    let body = null;
-    try { body = await response.json(); } catch (e) { body = null; }
-    if (!response.ok) {
-      if (response.status === 401) throw new ApiError(401, "Your Airflow session has ended: log in to Airflow again.");
-      throw new ApiError(response.status, body && body.detail !== undefined ? body.detail : response.statusText);
-    }
-    return body;
-  }
-  const post = (path, body, method) => api(path, {
-    method: method || "POST",
-    headers: { Accept: "application/json", "Content-Type": "application/json" },
-    body: JSON.stringify(body || {}),
-  });
-  const itemPath = (id) => "items/" + encodeURIComponent(id);
-
-  // -- formatting -----------------------------------------------------------------------------
-
-  function formatAge(seconds) {
-    const s = Math.max(0, Math.floor(seconds));
-    const d = Math.floor(s / 86400), h = Math.floor((s % 86400) / 3600), m = Math.floor((s % 3600) / 60);
-    if (d) return d + "d " + h + "h";
-    if (h) return h + "h " + m + "m";
-    if (m) return m + "m";
-    return s + "s";
-  }
-  function formatTime(iso) {
-    if (!iso) return "";
-    const t = new Date(iso);
-    return isNaN(t.getTime()) ? String(iso) : t.toLocaleString();
-  }
-  const shortTime = (iso) => new Date(iso).toLocaleString([], { month: "numeric", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit" });
-  const clock = (iso) => new Date(iso).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
-  const formatJson = (v) => (v === null || v === undefined ? "(none)" : JSON.stringify(v, null, 2));
-  const NUMBER = new Intl.NumberFormat(undefined, { maximumFractionDigits: 2 });
-  const AMOUNT = new Intl.NumberFormat(undefined, { minimumFractionDigits: 2, maximumFractionDigits: 2 });
-
-  // One card value as a reviewer reads it, by the kind its workflow declared.
-  function cardValue(field) {
-    const v = field.value;
-    if (v === null || v === undefined || v === "") return el("span", "–", "muted");
-    const num = typeof v === "number" ? v : Number(v);
-    switch (field.kind) {
-      case "amount": return el("span", isNaN(num) ? String(v) : AMOUNT.format(num));
-      case "number": return el("span", isNaN(num) ? String(v) : NUMBER.format(num));
-      case "percent": return el("span", isNaN(num) ? String(v) : Math.round(num * 100) + "%");
-      case "date": { const t = new Date(v); return el("span", isNaN(t.getTime()) ? String(v) : t.toLocaleDateString()); }
-      case "label": return el("span", String(v), "label-chip");
-      default: return el("span", typeof v === "object" ? JSON.stringify(v) : String(v));
-    }
-  }
-  // Statuses as a reviewer reads them (the ledger's names are for the code and the CLI); a
-  // workflow's own statuses read as their words.
-  const STATUS_WORDS = {
-    quarantined: "held by the input checks", pending_review: "waiting for a person", corrected: "corrected, to be checked again",
-    received: "received", validated: "checked, going on to the next step", ai_processed: "answered by the AI step",
-    approved: "approved", published: "published", rejected: "rejected", failed: "failed", cancelled: "cancelled",
-  };
-  const statusWords = (s) => STATUS_WORDS[s] || String(s).replace(/_/g, " ");
-  // After a decision: the status name the CLI and the history use (to look it up), in words too.
-  const statusOf = (s) => (statusWords(s) === s ? s : s + " (" + statusWords(s) + ")");
-  const statusNode = (s, named) => {
-    const node = el("span", named ? statusOf(s) : statusWords(s), "status status-" + String(s).replace(/[^a-z_]/g, ""));
-    node.title = String(s);
-    return node;
-  };
-  // A check's message without the validation library's rule name (expect_column_values_to_...: ).
-  const plain = (text) => String(text || "").replace(/\bexpect_[a-z0-9_]+:\s*/g, "").trim();
-  const claimText = (c) => (c.mine ? "you are reviewing it" : "being reviewed by " + c.reviewer);
+  const { $, el, clear, api, post, itemPath, formatAge, formatTime, shortTime, clock, formatJson, cardValue,
+    statusWords, statusOf, statusNode, plain, claimText } = window.ConveyorKit;
+  const { ask: askReason, remember: rememberReason, wire: wireReasons } = window.ConveyorReasons;
 
   function syncUrl() {
     const q = new URLSearchParams();
@@ -778,46 +691,6 @@
     if (then) then();
   }
 
-  // Recent reject reasons (this browser's, newest first) are offered by number: r, 1, Enter.
-  const REASONS_KEY = "conveyor-review-reasons";
-  function recentReasons() {
-    try { return JSON.parse(window.localStorage.getItem(REASONS_KEY) || "[]").filter((r) => typeof r === "string"); } catch (e) { return []; }
-  }
-  function rememberReason(text) {
-    const reason = (text || "").trim();
-    if (!reason) return;
-    const kept = [reason].concat(recentReasons().filter((r) => r !== reason)).slice(0, 9);
-    try { window.localStorage.setItem(REASONS_KEY, JSON.stringify(kept)); } catch (e) { /* private mode: no memory */ }
-  }
-
-  let reasonThen = null;
-  let reasonsOffered = [];
-  function askReason(title, then, options) {
-    const opts = options || {};
-    reasonThen = then;
-    $("reason-title").textContent = title;
-    $("reason-text").value = opts.reference ? "" : $("comment").value;
-    $("reason-text").placeholder = opts.reference ? "where it was done: a payment id, a ticket" : "the reason (recorded in the history)";
-    $("reason-ok").textContent = opts.ok || "Reject";
-    $("reason-ok").className = opts.reference ? "correct" : "reject";
-    reasonsOffered = opts.reference ? [] : recentReasons();
-    const list = $("recent-reasons");
-    clear(list);
-    for (const reason of reasonsOffered) list.appendChild(el("li", reason));
-    list.hidden = !reasonsOffered.length;
-    $("reason-hint").hidden = Boolean(opts.reference);
-    $("reason-dialog").showModal();
-    $("reason-text").focus();
-  }
-  function confirmReason() {
-    const text = $("reason-text").value.trim();
-    if (!text) { $("reason-text").focus(); return; }
-    const then = reasonThen;
-    reasonThen = null;
-    $("reason-dialog").close();
-    if (then) then(text);
-  }
-
   function askBulkReject() {
     const n = state.allMatching ? (state.page ? state.page.total : 0) : state.picked.size;
     if (!n) {
@@ -945,17 +818,7 @@
     $("retry-effect").addEventListener("click", () => wayOn("retry_effect"));
     $("done-elsewhere").addEventListener("click", () => askDoneElsewhere());
     $("undo").addEventListener("click", () => undoLast());
-    $("reason-form").addEventListener("submit", (e) => { e.preventDefault(); confirmReason(); });
-    $("reason-text").addEventListener("keydown", (e) => {
-      if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); confirmReason(); return; }
-      // A digit in an empty reason picks that recent reason (typed after other text, it is text).
-      const n = Number(e.key);
-      if (/^[1-9]$/.test(e.key) && !$("reason-text").value.trim() && reasonsOffered[n - 1]) {
-        e.preventDefault();
-        $("reason-text").value = reasonsOffered[n - 1];
-      }
-    });
-    $("reason-cancel").addEventListener("click", () => { reasonThen = null; $("reason-dialog").close(); });
+    wireReasons();
     $("help-button").addEventListener("click", () => $("help-dialog").showModal());
     $("select-all-matching").addEventListener("click", () => { state.allMatching = true; renderBulk(); });
     $("bulk-approve").addEventListener("click", () => confirmBulk("approve", () => decideBulk("approve")));

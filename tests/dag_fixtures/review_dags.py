@@ -28,16 +28,10 @@ def route_items(run_id: str | None = None) -> list[str]:
 
     ledger = Ledger()
     keys = ["P1", "P2", "Q1", "OK1"]
-    ledger.receive(
-        WORKFLOW, run_id, [NewItem(k, {"key": k, "amount": 10}) for k in keys], actor="fixture.route#1"
-    )
+    ledger.receive(WORKFLOW, run_id, [NewItem(k, {"key": k, "amount": 10}) for k in keys], actor="fixture.route#1")
     ids = {k: f"{WORKFLOW}:{k}" for k in keys}
-    ledger.transition(
-        WORKFLOW, [ids["Q1"]], to_status="quarantined", actor="fixture.gate#1", reason="bad row"
-    )
-    ledger.transition(
-        WORKFLOW, [ids["P1"], ids["P2"], ids["OK1"]], to_status="validated", actor="fixture.gate#1"
-    )
+    ledger.transition(WORKFLOW, [ids["Q1"]], to_status="quarantined", actor="fixture.gate#1", reason="bad row")
+    ledger.transition(WORKFLOW, [ids["P1"], ids["P2"], ids["OK1"]], to_status="validated", actor="fixture.gate#1")
     ledger.transition(
         WORKFLOW,
         {
@@ -64,11 +58,7 @@ def record_alert(context) -> None:
     if path:
         ti = context["ti"]
         with open(path, "a", encoding="utf-8") as out:
-            out.write(
-                json.dumps(
-                    {"task_id": ti.task_id, "run_id": ti.run_id, "error": str(context.get("exception"))}
-                )
-            )
+            out.write(json.dumps({"task_id": ti.task_id, "run_id": ti.run_id, "error": str(context.get("exception"))}))
             out.write("\n")
 
 
@@ -83,17 +73,12 @@ def _review_dag(dag_id: str, **sensor_kwargs) -> DAG:
 review_deferrable = _review_dag("review_deferrable", poke_interval=0.5, timeout=timedelta(minutes=2))
 
 #: No triggerer: reschedule mode, one look per poke interval.
-review_reschedule = _review_dag(
-    "review_reschedule", mode="reschedule", poke_interval=1, timeout=timedelta(minutes=2)
-)
+review_reschedule = _review_dag("review_reschedule", mode="reschedule", poke_interval=1, timeout=timedelta(minutes=2))
 
-#: Timeouts with each declared escalation.
-review_escalate_reject = _review_dag(
-    "review_escalate_reject", poke_interval=0.5, timeout=2, escalation="reject"
-)
-review_escalate_proceed = _review_dag(
-    "review_escalate_proceed", poke_interval=0.5, timeout=2, escalation="proceed"
-)
+#: Timeouts with each declared escalation. With a reviewer deciding first, the test moves the clock
+#: past the 2-minute deadline (tests/review/test_sensors.py); with nobody, 2 s pass by themselves.
+review_escalate_reject = _review_dag("review_escalate_reject", poke_interval=0.5, timeout=120, escalation="reject")
+review_escalate_proceed = _review_dag("review_escalate_proceed", poke_interval=0.5, timeout=120, escalation="proceed")
 review_escalate_fail = _review_dag(
     "review_escalate_fail", poke_interval=0.5, timeout=2, escalation="fail", on_failure_callback=record_alert
 )

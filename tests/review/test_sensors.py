@@ -7,15 +7,20 @@ import json
 import threading
 import time
 from collections.abc import Callable
+from datetime import timedelta
 
 import psycopg
 import pytest
+import time_machine
 
 from conveyor.ledger import Ledger
 from conveyor.review.review_queue import ReviewQueue
 from conveyor.review.sensors import Escalation, HumanReviewSensor
 
 WF = "supplier_exceptions"
+#: The escalation DAGs' review timeout (tests/dag_fixtures/review_dags.py): far longer than a
+#: reviewer takes on a loaded machine; the tests move the clock past it instead of waiting it out.
+DEADLINE = 120
 
 
 def xcom(run, task_id: str, key: str = "return_value"):
@@ -40,11 +45,18 @@ class Reviewers:
     """People working the queue from another thread while the DAG run waits."""
 
     def __init__(
-        self, ledger: Ledger, decide: Callable[[ReviewQueue, list[str]], None], *, wait_for: str | None
+        self,
+        ledger: Ledger,
+        decide: Callable[[ReviewQueue, list[str]], None],
+        *,
+        wait_for: str | None,
+        then_the_deadline_passes: bool = False,
     ):
         self.ledger = ledger
         self.decide = decide
         self.wait_for = wait_for
+        self.then_the_deadline_passes = then_the_deadline_passes
+        self.clock: time_machine.travel | None = None
         self.error: BaseException | None = None
         self.saw_waiter = False
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -71,6 +83,12 @@ class Reviewers:
                     self.saw_waiter = True
                     time.sleep(1.0)
                     self.decide(queue, waiting)
+                    if self.then_the_deadline_passes:
+                        # The step's deadline passes when the test says so, not when a loaded
+                        # machine happens to get there: the process's clock jumps past it (the
+                        # trigger and the sensor read datetime.now; asyncio's waits keep real time).
+                        self.clock = time_machine.travel(timedelta(seconds=DEADLINE + 1), tick=True)
+                        self.clock.start()
                     return
                 time.sleep(0.2)
             raise AssertionError("the run never routed its items or never waited")
@@ -83,6 +101,8 @@ class Reviewers:
 
     def __exit__(self, *exc) -> None:
         self.thread.join(timeout=100)
+        if self.clock is not None:
+            self.clock.stop()
         if self.error:
             raise self.error
 
@@ -142,7 +162,7 @@ def test_timeout_with_escalation_reject_rejects_what_is_left(airflow_db, ledger)
     def decide_one(queue: ReviewQueue, ids: list[str]) -> None:
         queue.decide(next(i for i in ids if i.endswith(":P1")), "approve", reviewer="alice")
 
-    with Reviewers(ledger, decide_one, wait_for="trigger"):
+    with Reviewers(ledger, decide_one, wait_for="trigger", then_the_deadline_passes=True):
         run = review_escalate_reject.test()
 
     assert run.state == "success"
@@ -153,7 +173,7 @@ def test_timeout_with_escalation_reject_rejects_what_is_left(airflow_db, ledger)
     assert ledger.get(f"{WF}:P2").status == "rejected"
     last = ledger.history(f"{WF}:Q1")[-1]
     assert last.actor == "review_escalate_reject.wait_for_review#1"
-    assert last.reason.startswith("no review decision within 2s")
+    assert last.reason.startswith("no review decision within 2m00s")
     assert xcom(run, "downstream") == {"ai_processed": 1, "rejected": 2, "validated": 1}
 
 
@@ -163,7 +183,7 @@ def test_timeout_with_escalation_proceed_goes_on_with_approved_items(airflow_db,
     def decide_one(queue: ReviewQueue, ids: list[str]) -> None:
         queue.decide(next(i for i in ids if i.endswith(":P1")), "approve", reviewer="alice")
 
-    with Reviewers(ledger, decide_one, wait_for="trigger"):
+    with Reviewers(ledger, decide_one, wait_for="trigger", then_the_deadline_passes=True):
         run = review_escalate_proceed.test()
 
     assert run.state == "success"

@@ -36,6 +36,7 @@ from conveyor.ai import confidence as conf
 from conveyor.ai.breaker import CircuitBreaker
 from conveyor.ai.errors import BreakerOpen, ModelCallError
 from conveyor.ai.models.base import ModelInput, Prediction, StepModel
+from conveyor.ai.models.responses import text_and_logprobs, validation_summary
 from conveyor.ai.retries import RetryPolicy, describe, is_transient
 
 if TYPE_CHECKING:
@@ -47,19 +48,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
-
-
-def _validation_summary(exc: Exception, limit: int = 3) -> str:
-    errors = getattr(exc, "errors", None)
-    if callable(errors):
-        try:
-            parts = [
-                f"{'.'.join(str(p) for p in e.get('loc', ())) or '(answer)'}: {e.get('msg')}" for e in errors()[:limit]
-            ]
-            return "; ".join(parts)
-        except Exception:
-            pass
-    return str(exc).splitlines()[0][:200]
 
 
 class LLMModel(StepModel):
@@ -236,7 +224,7 @@ class LLMModel(StepModel):
                     shown = " ".join(text.split())[:120]
                     raise ModelCallError(
                         f"model output did not match the {schema} schema after {self.repair_attempts} "
-                        f"repair attempt(s): {_validation_summary(exc)}; answer was {shown!r}",
+                        f"repair attempt(s): {validation_summary(exc)}; answer was {shown!r}",
                         transient=False,
                         code="invalid_output",
                     ) from None
@@ -269,22 +257,8 @@ class LLMModel(StepModel):
         error = ModelCallError(f"model call failed{attempts}: {message}", transient=transient, code=code, calls=spent)
         return Prediction(model=self.key, calls=spent, error=error)
 
-    @staticmethod
-    def _text_and_logprobs(response: Any) -> tuple[str, list[Any]]:
-        from pydantic_ai.messages import TextPart
-
-        text = "".join(p.content for p in response.parts if isinstance(p, TextPart))
-        # Chat completions put them on the response; the Responses API on each text part.
-        logprobs = (response.provider_details or {}).get("logprobs") or [
-            lp
-            for p in response.parts
-            if isinstance(p, TextPart)
-            for lp in ((p.provider_details or {}).get("logprobs") or [])
-        ]
-        return text, logprobs
-
     def _logprob_confidence(self, response: Any) -> float | None:
-        return conf.from_logprobs(*self._text_and_logprobs(response), self.task.label_field)
+        return conf.from_logprobs(*text_and_logprobs(response), self.task.label_field)
 
     def _prediction(
         self, answers: Sequence[tuple[dict[str, Any], float | None]], calls: int, **detail: Any
@@ -340,7 +314,7 @@ class LLMModel(StepModel):
         )
         if self.confidence_method != "logprobs":
             return {number: (output, None) for number, output in read.outputs.items()}
-        text, logprobs = self._text_and_logprobs(response)
+        text, logprobs = text_and_logprobs(response)
         spans = {number: read.spans[number] for number in read.outputs if number in read.spans}
         scores = conf.from_logprobs_within(text, logprobs, self.task.label_field, spans)
         # An answer whose place in the text is unclear cannot be scored: it is asked again alone.

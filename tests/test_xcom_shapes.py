@@ -7,6 +7,8 @@ import json
 
 from conveyor.ai.summary import AIStepSummary
 from conveyor.gate.results import GateSummary
+from conveyor.monitoring.metrics import utc
+from conveyor.monitoring.snapshot import HealthSnapshot, Queue, WaitingItem
 from conveyor.review.review_summary import ReviewSummary
 from conveyor.review.run_state import RunReviewState
 
@@ -18,6 +20,16 @@ AI_KEYS = {
     "workflow", "run_id", "step", "model", "fallback_model", "from_status", "to_status", "items", "passed",
     "review", "spot_checked", "spot_check", "spot_seed", "failed", "review_reasons", "failure_reasons",
     "calls", "cache_hits", "fallback_used", "raced", "seconds",
+}  # fmt: skip
+HEALTH_KEYS = {
+    "workflow": None, "as_of": None, "window_hours": None, "baseline_days": None, "done_status": None,
+    "throughput": {"current", "previous", "baseline", "change", "received", "received_by_status"},
+    "exceptions": {"received", "exceptions", "rate", "baseline_received", "baseline_exceptions", "baseline_rate",
+                   "approvals", "approval_rate", "trend", "source_field", "sources"},
+    "cycle": {"current", "baseline"},
+    "queue": {"size", "oldest_age_s", "over_bound", "bound_s", "by_status", "oldest", "window_start_size",
+              "previous_sizes", "baseline_size"},
+    "accuracy": None,
 }  # fmt: skip
 REVIEW_KEYS = {
     "workflow", "run_id", "needed_review", "decided", "pending", "decided_by", "outcomes", "outcome",
@@ -55,3 +67,20 @@ def test_the_review_summary_keeps_its_keys_and_says_what_the_escalation_did():
     assert xcom["decided_by"] == {"reviewer:rita": 2} and xcom["caught_up"] == ["classify"]
     assert json.loads(json.dumps(xcom)) == xcom
     assert "escalation 'reject' moved 1 item(s)" in summary.describe()
+
+
+def test_the_health_snapshot_keeps_its_keys_and_reads_back_typed_from_json():
+    waiting = WaitingItem(item_id="w:1", status="quarantined", age_s=90.0, reason="amount missing", run_id="r")
+    queue = Queue(size=1, oldest_age_s=90.0, by_status={"quarantined": 1}, oldest=(waiting,))
+    as_of = utc("2026-12-06T10:00:00+00:00")
+    snapshot = HealthSnapshot(workflow="w", as_of=as_of, done_status="published", queue=queue)
+    xcom = snapshot.as_xcom()
+    assert set(xcom) == set(HEALTH_KEYS)
+    assert {name: set(xcom[name]) for name, keys in HEALTH_KEYS.items() if keys} == {
+        name: keys for name, keys in HEALTH_KEYS.items() if keys
+    }
+    assert set(xcom["cycle"]["current"]) == {"items", "total", "stages"}
+    assert xcom["as_of"] == "2026-12-06T10:00:00+00:00" and xcom["queue"]["oldest"][0]["item_id"] == "w:1"
+    travelled = json.loads(json.dumps(xcom))
+    assert travelled == xcom  # plain JSON: lists, strings and numbers only
+    assert HealthSnapshot.from_xcom(travelled) == snapshot

@@ -70,8 +70,8 @@ def test_a_share_of_passing_answers_goes_to_review_marked_as_spot_checks(ledger)
     assert all(sum(t.passed_by_confidence[:70]) == 0 for t in tallies)
     # The health numbers count spot checks apart from the exception rate.
     health = metrics.measure(ledger, WORKFLOW, as_of=now + timedelta(minutes=1), window_hours=1, baseline_days=1)
-    assert health["exceptions"]["received"] == len(rows)
-    assert health["exceptions"]["exceptions"] == len(doubtful)
+    assert health.exceptions.received == len(rows)
+    assert health.exceptions.exceptions == len(doubtful)
 
 
 def test_a_second_attempt_draws_the_same_items_and_counts_nothing_twice(ledger):

@@ -5,28 +5,26 @@ from __future__ import annotations
 from conveyor.monitoring.accuracy import lower_bound, upper_bound
 from conveyor.monitoring.alert_text import render_text
 from conveyor.monitoring.alerts import Thresholds, evaluate
+from conveyor.monitoring.metrics import utc
+from conveyor.monitoring.snapshot import AccuracyComparison, AccuracyPeriod, HealthSnapshot, Throughput
 
 
-def period(wrong: int, n: int, *, target: float | None = 0.05, recommended: float | None = 0.8) -> dict:
-    return {
-        "answers": 1000, "passed": 700, "spot_checked": n, "spot_wrong": wrong,
-        "passed_error_rate": wrong / n if n else None, "passed_error_upper": upper_bound(wrong, n),
-        "passed_error_lower": lower_bound(wrong, n), "exception_rate": 0.2, "max_error_rate": target,
-        "min_confidence": 0.5, "recommended_min_confidence": recommended, "recommended_review_share": 0.4,
-    }  # fmt: skip
+def period(wrong: int, n: int, *, target: float | None = 0.05, recommended: float | None = 0.8) -> AccuracyPeriod:
+    return AccuracyPeriod(
+        answers=1000, passed=700, spot_checked=n, spot_wrong=wrong,
+        passed_error_rate=wrong / n if n else None, passed_error_upper=upper_bound(wrong, n),
+        passed_error_lower=lower_bound(wrong, n), exception_rate=0.2, max_error_rate=target,
+        min_confidence=0.5, recommended_min_confidence=recommended, recommended_review_share=0.4,
+    )  # fmt: skip
 
 
-def snapshot(now: dict, before: dict) -> dict:
+def snapshot(now: AccuracyPeriod, before: AccuracyPeriod) -> HealthSnapshot:
     """A health snapshot with nothing else to alert on: only the accuracy entry speaks."""
-    return {
-        "workflow": "supplier_exceptions", "as_of": "2026-03-02T06:00:00+00:00", "window_hours": 24,
-        "baseline_days": 7, "done_status": "published",
-        "throughput": {"current": 10, "baseline": None, "previous": []},
-        "exceptions": {"rate": None, "received": 0},
-        "cycle": {"current": {"items": 0, "total": {"p95": None}}, "baseline": {"items": 0, "total": {"p95": None}}},
-        "queue": {"over_bound": 0, "size": 0, "baseline_size": 0},
-        "accuracy": [{"step": "classify_and_draft", "days": 7, "now": now, "before": before}],
-    }  # fmt: skip
+    return HealthSnapshot(
+        workflow="supplier_exceptions", as_of=utc("2026-03-02T06:00:00+00:00"), done_status="published",
+        throughput=Throughput(current=10),
+        accuracy=(AccuracyComparison(step="classify_and_draft", days=7, now=now, before=before),),
+    )
 
 
 def test_an_upper_bound_over_the_target_alerts_with_the_numbers_and_the_command():

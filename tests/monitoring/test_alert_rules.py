@@ -33,7 +33,7 @@ def problems(ledger_dsn):
 
 def test_each_problem_raises_exactly_its_alerts(problems):
     expected, measured, alerts, events = problems
-    assert sorted(s["workflow"] for s in measured.snapshots) == sorted(expected)
+    assert sorted(s.workflow for s in measured.snapshots) == sorted(expected)
     found: dict[str, set[tuple[str, str]]] = {w: set() for w in expected}
     for alert in alerts:
         found[alert.workflow].add((alert.rule, alert.subject))
@@ -48,7 +48,7 @@ def _one(alerts: list[Alert], workflow: str, rule: str) -> Alert:
 
 def test_alerts_say_what_moved_by_how_much_against_what_and_where(problems):
     _, measured, alerts, _ = problems
-    snaps = {s["workflow"]: s for s in measured.snapshots}
+    snaps = {s.workflow: s for s in measured.snapshots}
 
     drop = _one(alerts, "wf_drop", "throughput_drop")
     assert drop.value <= 0.1 * drop.baseline and drop.baseline >= 180
@@ -65,7 +65,7 @@ def test_alerts_say_what_moved_by_how_much_against_what_and_where(problems):
     exc = _one(alerts, "wf_exc", "exception_rate")
     assert 0.2 <= exc.value <= 0.3 and exc.baseline <= 0.08
     assert exc.where[0].startswith("driven by supplier_id SUP-0042")
-    assert snaps["wf_exc"]["exceptions"]["sources"][0]["source"] == "SUP-0042"
+    assert snaps["wf_exc"].exceptions.sources[0].source == "SUP-0042"
 
     review = _one(alerts, "wf_queue", "cycle_time")
     assert review.subject == "review" and "bottleneck: review" in review.title
@@ -97,11 +97,11 @@ def test_a_healthy_week_raises_nothing(ledger):
     config = {"*": {}, "invoice_processing": {"source_field": "vendor_id"}}
     measured = measure_all(ledger, config, as_of=AS_OF)
     alerts, events = evaluate_all(ledger, measured.snapshots, config, as_of=AS_OF)
-    assert [s["workflow"] for s in measured.snapshots] == ["invoice_processing", "supplier_exceptions"]
+    assert [s.workflow for s in measured.snapshots] == ["invoice_processing", "supplier_exceptions"]
     assert alerts == [] and events == []
     invoice = measured.snapshots[0]
-    assert invoice["done_status"] == "archived" and invoice["exceptions"]["source_field"] == "vendor_id"
-    assert 180 <= invoice["throughput"]["current"] <= 220
+    assert invoice.done_status == "archived" and invoice.exceptions.source_field == "vendor_id"
+    assert 180 <= invoice.throughput.current <= 220
 
 
 def test_thresholds_merge_and_reject_typos():

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from conveyor.monitoring import metrics
+from conveyor.monitoring.snapshot import DurationStats, SourceRate, WaitingItem
 from tests.monitoring.history import Story, seed
 
 AS_OF = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
@@ -76,77 +77,72 @@ def small_history(ledger):
 def test_measure_counts_each_number_from_the_audit_trail(small_history):
     health = metrics.measure(small_history, WF, as_of=AS_OF)
 
-    assert health["done_status"] == "published"
-    assert health["throughput"]["current"] == 2
-    assert health["throughput"]["previous"] == [1, 0, 0, 0, 0, 0, 0]
-    assert health["throughput"]["baseline"] == 0
-    assert health["throughput"]["received_by_status"] == {"published": 2, "quarantined": 1, "validated": 1}
+    assert health.done_status == "published"
+    assert health.throughput.current == 2
+    assert health.throughput.previous == (1, 0, 0, 0, 0, 0, 0)
+    assert health.throughput.baseline == 0
+    assert health.throughput.received_by_status == {"published": 2, "quarantined": 1, "validated": 1}
 
-    ex = health["exceptions"]
-    assert (ex["received"], ex["exceptions"], ex["rate"]) == (4, 2, 0.5)
-    assert (ex["baseline_received"], ex["baseline_exceptions"], ex["baseline_rate"]) == (1, 0, 0.0)
-    assert ex["trend"][-1]["label"] == "current" and ex["trend"][-1]["rate"] == 0.5
-    assert ex["trend"][-2]["label"] == "d1" and ex["trend"][-2]["received"] == 1
-    assert ex["sources"][0] == {
-        "source": "SUP-2",
-        "received": 2,
-        "exceptions": 2,
-        "rate": 1.0,
-        "baseline_received": 0,
-        "baseline_exceptions": 0,
-        "baseline_rate": None,
-    }
-    assert {s["source"] for s in ex["sources"]} == {"SUP-1", "SUP-2", "SUP-3"}
+    ex = health.exceptions
+    assert (ex.received, ex.exceptions, ex.rate) == (4, 2, 0.5)
+    assert (ex.baseline_received, ex.baseline_exceptions, ex.baseline_rate) == (1, 0, 0.0)
+    assert ex.trend[-1].label == "current" and ex.trend[-1].rate == 0.5
+    assert ex.trend[-2].label == "d1" and ex.trend[-2].received == 1
+    assert ex.sources[0] == SourceRate(
+        source="SUP-2",
+        received=2,
+        exceptions=2,
+        rate=1.0,
+        baseline_received=0,
+        baseline_exceptions=0,
+        baseline_rate=None,
+    )
+    assert {s.source for s in ex.sources} == {"SUP-1", "SUP-2", "SUP-3"}
 
 
 def test_cycle_time_is_split_by_stage(small_history):
-    cycle = metrics.measure(small_history, WF, as_of=AS_OF)["cycle"]
-    now = cycle["current"]
+    cycle = metrics.measure(small_history, WF, as_of=AS_OF).cycle
+    now = cycle.current
 
-    assert now["items"] == 2
+    assert now.items == 2
     # A: 28 min; B: 28 min + 60 min in review.
-    assert now["total"]["p50"] == pytest.approx((28 + 88) / 2 * 60)
-    assert now["total"]["p95"] == pytest.approx(28 * 60 + 0.95 * 60 * 60)
-    assert now["stages"]["review"] == {
-        "p50": 1800.0,
-        "p95": pytest.approx(3420.0),
-        "mean": 1800.0,
-        "waited": 1,
-    }
-    assert now["stages"]["model"]["p50"] == 120.0 and now["stages"]["model"]["waited"] == 2
-    assert now["stages"]["gate"]["mean"] == 60.0
-    assert now["stages"]["approval"]["mean"] == 1200.0
-    assert now["stages"]["publish"]["mean"] == 300.0
-    assert cycle["baseline"]["items"] == 1
-    assert cycle["baseline"]["total"]["p50"] == 28 * 60
+    assert now.total.p50 == pytest.approx((28 + 88) / 2 * 60)
+    assert now.total.p95 == pytest.approx(28 * 60 + 0.95 * 60 * 60)
+    assert now.stages["review"] == DurationStats(p50=1800.0, p95=pytest.approx(3420.0), mean=1800.0, waited=1)
+    assert now.stages["model"].p50 == 120.0 and now.stages["model"].waited == 2
+    assert now.stages["gate"].mean == 60.0
+    assert now.stages["approval"].mean == 1200.0
+    assert now.stages["publish"].mean == 300.0
+    assert cycle.baseline.items == 1
+    assert cycle.baseline.total.p50 == 28 * 60
 
 
 def test_queue_now_and_at_an_earlier_moment(small_history):
-    queue = metrics.measure(small_history, WF, as_of=AS_OF)["queue"]
-    assert queue["size"] == 1
-    assert queue["oldest_age_s"] == pytest.approx((3 * H - M).total_seconds())
-    assert queue["over_bound"] == 0
-    assert queue["by_status"] == {"quarantined": 1}
-    assert queue["oldest"] == [
-        {
-            "item_id": "supplier_exceptions:C",
-            "status": "quarantined",
-            "age_s": pytest.approx(10740.0),
-            "reason": "column amount missing",
-            "run_id": "r-today",
-        }
-    ]
-    assert queue["window_start_size"] == 0 and queue["previous_sizes"] == [0] * 7
+    queue = metrics.measure(small_history, WF, as_of=AS_OF).queue
+    assert queue.size == 1
+    assert queue.oldest_age_s == pytest.approx((3 * H - M).total_seconds())
+    assert queue.over_bound == 0
+    assert queue.by_status == {"quarantined": 1}
+    assert queue.oldest == (
+        WaitingItem(
+            item_id="supplier_exceptions:C",
+            status="quarantined",
+            age_s=pytest.approx(10740.0),
+            reason="column amount missing",
+            run_id="r-today",
+        ),
+    )
+    assert queue.window_start_size == 0 and queue.previous_sizes == (0,) * 7
 
     # Four and a half hours earlier B waited in review (it left an hour after entering); C did not exist.
-    earlier = metrics.measure(small_history, WF, as_of=AS_OF - 4.5 * H)["queue"]
-    assert earlier["size"] == 1
-    assert earlier["oldest"][0]["item_id"] == "supplier_exceptions:B"
-    assert earlier["oldest_age_s"] == pytest.approx((0.5 * H - 3 * M).total_seconds())
+    earlier = metrics.measure(small_history, WF, as_of=AS_OF - 4.5 * H).queue
+    assert earlier.size == 1
+    assert earlier.oldest[0].item_id == "supplier_exceptions:B"
+    assert earlier.oldest_age_s == pytest.approx((0.5 * H - 3 * M).total_seconds())
 
     # With a one-hour bound, C is over it.
-    tight = metrics.measure(small_history, WF, as_of=AS_OF, queue_age_bound_hours=1)["queue"]
-    assert tight["over_bound"] == 1
+    tight = metrics.measure(small_history, WF, as_of=AS_OF, queue_age_bound_hours=1).queue
+    assert tight.over_bound == 1
 
 
 def test_run_progress_counts_done_of_received(small_history):

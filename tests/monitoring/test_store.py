@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from conveyor.monitoring.alerts import Alert
+from conveyor.monitoring.snapshot import HealthSnapshot, Throughput
 from conveyor.monitoring.store import MonitoringStore, Policy
 
 T0 = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
@@ -93,8 +95,8 @@ def test_workflows_not_evaluated_keep_their_alerts(store):
 
 
 def test_snapshots_are_recorded_once_per_workflow_and_hour(store):
-    snap = {"workflow": "wf_a", "as_of": T0.isoformat(), "window_hours": 24, "throughput": {"current": 3}}
+    snap = HealthSnapshot(workflow="wf_a", as_of=T0, done_status="published", throughput=Throughput(current=3))
     store.save_snapshots([snap])
-    store.save_snapshots([{**snap, "throughput": {"current": 4}}])  # a re-run of the same hour
-    found = store.snapshots("wf_a", since=T0 - H, until=T0 + H)
-    assert [s["throughput"]["current"] for s in found] == [4]
+    again = dataclasses.replace(snap, throughput=Throughput(current=4))  # a re-run of the same hour
+    store.save_snapshots([again])
+    assert store.snapshots("wf_a", since=T0 - H, until=T0 + H) == [again]

@@ -194,7 +194,7 @@ def test_alerts_with_no_channel_configured_fail_the_run(airflow_db, ledger, monk
     assert "the declared bound is 0%" in pending.alert.change  # 0.1%, printed to whole percents
     assert store.events(state="sent") == []
     # The other thresholds stayed as declared in the DAG.
-    assert store.snapshots("wf_steady", since=AS_OF, until=AS_OF)[0]["window_hours"] == 24
+    assert store.snapshots("wf_steady", since=AS_OF, until=AS_OF)[0].window_hours == 24
 
 
 def test_the_dag_file_parses_fast_and_declares_recovery():

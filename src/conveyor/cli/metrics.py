@@ -7,9 +7,14 @@ never imported on this path.
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from conveyor.cli.output import positive_int, print_json, print_table
+
+if TYPE_CHECKING:
+    from conveyor.ledger.deliveries import Delivery
+    from conveyor.monitoring.snapshot import HealthSnapshot
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -42,8 +47,27 @@ def _positive_float(value: str) -> float:
 
 
 
-def collect(args: argparse.Namespace) -> dict[str, Any]:
-    """Every number the command prints, as one JSON-ready dict."""
+@dataclass(frozen=True)
+class WorkflowReport:
+    """One workflow's part of the command's output.
+
+    :param runs: progress of its recent runs (or of ``--run``).
+    :param refused_batches: with ``--run``: the batches its gate refused (they wrote no items).
+    """
+
+    health: HealthSnapshot
+    runs: list[dict[str, Any]]
+    refused_batches: list[Delivery] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        data = {**self.health.as_xcom(), "runs": self.runs}
+        if self.refused_batches:
+            data["refused_batches"] = self.refused_batches
+        return data
+
+
+def collect(args: argparse.Namespace) -> tuple[str, list[WorkflowReport], list[dict[str, Any]]]:
+    """Every number the command prints: the moment measured, each workflow's report, the open alerts."""
     from datetime import timedelta
 
     from conveyor.ledger.store import Ledger
@@ -64,68 +88,60 @@ def collect(args: argparse.Namespace) -> dict[str, Any]:
         health = metrics.measure(
             ledger, workflow, as_of=as_of, window_hours=args.window_hours, baseline_days=args.baseline_days
         )
-        health["runs"] = metrics.run_progress(
-            ledger, workflow, run_id=args.run_id, as_of=as_of, limit=args.runs
+        runs = metrics.run_progress(ledger, workflow, run_id=args.run_id, as_of=as_of, limit=args.runs)
+        # A batch the gate refused wrote no items, so the run has no progress line: say why.
+        refused = (
+            [d for d in ledger.deliveries(workflow, run_id=args.run_id) if d.outcome != "accepted"]
+            if args.run_id else []
         )
-        if args.run_id:
-            # A batch the gate refused wrote no items, so the run has no progress line: say why.
-            health["refused_batches"] = [
-                d for d in ledger.deliveries(workflow, run_id=args.run_id) if d.outcome != "accepted"
-            ]
-        out.append(health)
-    alerts = MonitoringStore(ledger).open_alerts(args.workflow)
-    return {"as_of": as_of.isoformat(), "workflows": out, "open_alerts": alerts}
+        out.append(WorkflowReport(health, runs, refused))
+    return as_of.isoformat(), out, MonitoringStore(ledger).open_alerts(args.workflow)
 
 
 def run_metrics(args: argparse.Namespace) -> int:
     from conveyor.monitoring.alerts import fmt_count, fmt_duration, fmt_share
 
-    data = collect(args)
+    as_of, reports, alerts = collect(args)
     if args.json:
-        print_json(data)
+        print_json({"as_of": as_of, "workflows": [r.as_json() for r in reports], "open_alerts": alerts})
         return 0
-    if not data["workflows"]:
+    if not reports:
         print("no workflow has activity in the measured period")
         return 0
-    for health in data["workflows"]:
-        tp, ex, q, cyc = health["throughput"], health["exceptions"], health["queue"], health["cycle"]
-        window = f"{health['window_hours']:g} h"
-        print(f"{health['workflow']}  (last {window} to {health['as_of']})")
-        change = f" ({tp['change']:+.0%})" if tp["change"] is not None else ""
-        print(f"  throughput     {tp['current']} completed, usual {fmt_count(tp['baseline'])}{change}")
+    for report in reports:
+        health = report.health
+        tp, ex, q, cyc = health.throughput, health.exceptions, health.queue, health.cycle
+        print(f"{health.workflow}  (last {health.window} to {health.when})")
+        change = f" ({tp.change:+.0%})" if tp.change is not None else ""
+        print(f"  throughput     {tp.current} completed, usual {fmt_count(tp.baseline)}{change}")
         print(
-            f"  exceptions     {fmt_share(ex['rate'])} ({ex['exceptions']} of {ex['received']} received),"
-            f" usual {fmt_share(ex['baseline_rate'])}"
+            f"  exceptions     {fmt_share(ex.rate)} ({ex.exceptions} of {ex.received} received),"
+            f" usual {fmt_share(ex.baseline_rate)}"
         )
-        if ex.get("approvals"):
-            print(f"  approvals      {ex['approvals']} routed to a person by a business rule (not exceptions)")
-        top = [s for s in ex["sources"] if s["exceptions"]][:3]
-        if top and ex["source_field"]:
-            listed = ", ".join(f"{s['source']} {s['exceptions']}" for s in top)
-            print(f"  top sources    by {ex['source_field']}: {listed}")
-        now, before = cyc["current"], cyc["baseline"]
+        if ex.approvals:
+            print(f"  approvals      {ex.approvals} routed to a person by a business rule (not exceptions)")
+        top = [s for s in ex.sources if s.exceptions][:3]
+        if top and ex.source_field:
+            listed = ", ".join(f"{s.source} {s.exceptions}" for s in top)
+            print(f"  top sources    by {ex.source_field}: {listed}")
+        now, before = cyc.current, cyc.baseline
         print(
-            f"  cycle time     p50 {fmt_duration(now['total']['p50'])},"
-            f" p95 {fmt_duration(now['total']['p95'])}"
-            f" over {now['items']} items (usual p95 {fmt_duration(before['total']['p95'])})"
+            f"  cycle time     p50 {fmt_duration(now.total.p50)},"
+            f" p95 {fmt_duration(now.total.p95)}"
+            f" over {now.items} items (usual p95 {fmt_duration(before.total.p95)})"
         )
         print(
-            f"  review queue   {q['size']} waiting, oldest {fmt_duration(q['oldest_age_s'])},"
-            f" {q['over_bound']} over {fmt_duration(q['bound_s'])}"
+            f"  review queue   {q.size} waiting, oldest {fmt_duration(q.oldest_age_s)},"
+            f" {q.over_bound} over {fmt_duration(q.bound_s)}"
         )
         print_table(
             [
-                (
-                    stage,
-                    fmt_duration(s["p50"]),
-                    fmt_duration(s["p95"]),
-                    fmt_duration(before["stages"][stage]["p95"]),
-                )
-                for stage, s in now["stages"].items()
+                (stage, fmt_duration(s.p50), fmt_duration(s.p95), fmt_duration(before.stages[stage].p95))
+                for stage, s in now.stages.items()
             ],
             ["stage", "p50", "p95", "usual p95"],
         )
-        if health["runs"]:
+        if report.runs:
             print_table(
                 [
                     (
@@ -135,16 +151,16 @@ def run_metrics(args: argparse.Namespace) -> int:
                         r["in_review"],
                         r["stopped"],
                     )
-                    for r in health["runs"]
+                    for r in report.runs
                 ],
                 ["run", "done", "progress", "in review", "stopped"],
             )
-        for batch in health.get("refused_batches", []):
+        for batch in report.refused_batches:
             print(f"  input {batch.outcome:<9} at step {batch.step} of run {batch.run_id}: {batch.reason}"
                   f" (conveyor batches --workflow {batch.workflow} --run '{batch.run_id}')")  # fmt: skip
         print()
-    if data["open_alerts"]:
+    if alerts:
         print("open alerts:")
-        for alert in data["open_alerts"]:
+        for alert in alerts:
             print(f"  {alert['severity']:<8} {alert['title']} (since {alert['opened_at']:%Y-%m-%d %H:%M})")
     return 0

@@ -24,14 +24,15 @@ Rules (name: fires when):
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
-from typing import Any
 
 from conveyor.monitoring.accuracy_alerts import evaluate_accuracy
 from conveyor.monitoring.alert_model import RULES as RULES
 from conveyor.monitoring.alert_model import Alert as Alert
 from conveyor.monitoring.alert_model import Thresholds as Thresholds
 from conveyor.monitoring.alert_model import links as links
+from conveyor.monitoring.snapshot import Cycle, DurationStats, HealthSnapshot
 from conveyor.monitoring.stages import STAGES, Stage
 
 #: Where to look first when a stage is the bottleneck.
@@ -73,14 +74,10 @@ def fmt_count(value: float | None) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def _window(snapshot: Mapping[str, Any]) -> str:
-    return f"{snapshot['window_hours']:g} h"
-
-
 # -- rules -----------------------------------------------------------------------------------------
 
 
-def evaluate(snapshot: Mapping[str, Any], thresholds: Thresholds, *, base_url: str = "") -> list[Alert]:
+def evaluate(snapshot: HealthSnapshot, thresholds: Thresholds, *, base_url: str = "") -> list[Alert]:
     """Every alert the snapshot raises under ``thresholds``.
 
     :param snapshot: one workflow's result of :func:`conveyor.monitoring.metrics.measure`.
@@ -97,21 +94,21 @@ def evaluate(snapshot: Mapping[str, Any], thresholds: Thresholds, *, base_url: s
     return [a for a in found if a is not None] + evaluate_accuracy(snapshot, thresholds, base_url=base_url)
 
 
-def _throughput_rule(snap: Mapping[str, Any], t: Thresholds, base_url: str) -> Alert | None:
-    wf, tp = snap["workflow"], snap["throughput"]
-    current, baseline, previous = tp["current"], tp["baseline"], tp["previous"]
+def _throughput_rule(snap: HealthSnapshot, t: Thresholds, base_url: str) -> Alert | None:
+    wf, tp = snap.workflow, snap.throughput
+    current, baseline, previous = tp.current, tp.baseline, tp.previous
     if baseline is None:
         return None
     link = links(base_url, wf)
     days = len(previous)
     compared = (
-        f"median {fmt_count(baseline)} over the same {_window(snap)} on each of the previous {days} days "
+        f"median {fmt_count(baseline)} over the same {snap.window} on each of the previous {days} days "
         f"(oldest to newest: {', '.join(str(c) for c in reversed(previous))})"
     )
-    what = f"items that reached '{snap['done_status']}' in the {_window(snap)} to {snap['as_of']}: {current}"
+    what = f"items that reached '{snap.done_status}' in the {snap.window} to {snap.when}: {current}"
     if current == 0 and baseline >= t.zero_output_min_expected:
-        received = tp.get("received", 0)
-        stuck = tp.get("received_by_status") or {}
+        received = tp.received
+        stuck = dict(tp.received_by_status)
         if received == 0:
             diagnosis = "no item was received in the window either: the input stopped arriving upstream"
         else:
@@ -121,7 +118,7 @@ def _throughput_rule(snap: Mapping[str, Any], t: Thresholds, base_url: str) -> A
             rule="zero_output",
             workflow=wf,
             severity="critical",
-            title=f"{wf}: completed nothing in the last {_window(snap)} (usually {fmt_count(baseline)})",
+            title=f"{wf}: completed nothing in the last {snap.window} (usually {fmt_count(baseline)})",
             what=f"{what}. {diagnosis}",
             change=f"down 100% ({fmt_count(baseline)} -> 0)",
             compared_with=compared,
@@ -132,7 +129,7 @@ def _throughput_rule(snap: Mapping[str, Any], t: Thresholds, base_url: str) -> A
             ),
             value=0,
             baseline=baseline,
-            as_of=snap["as_of"],
+            as_of=snap.when,
             detail={"received": received, "received_by_status": stuck},
         )
     drop = 1 - current / baseline if baseline else 0.0
@@ -142,7 +139,7 @@ def _throughput_rule(snap: Mapping[str, Any], t: Thresholds, base_url: str) -> A
             workflow=wf,
             severity="critical",
             title=f"{wf}: throughput down {drop:.0%} "
-            f"({current} vs a usual {fmt_count(baseline)} per {_window(snap)})",
+            f"({current} vs a usual {fmt_count(baseline)} per {snap.window})",
             what=what,
             change=f"down {drop:.0%} ({fmt_count(baseline)} -> {current}); the declared bound is a drop of "
             f"{t.throughput_drop_share:.0%}",
@@ -154,24 +151,24 @@ def _throughput_rule(snap: Mapping[str, Any], t: Thresholds, base_url: str) -> A
             ),
             value=current,
             baseline=baseline,
-            as_of=snap["as_of"],
-            detail={"drop": drop, "received": tp.get("received", 0)},
+            as_of=snap.when,
+            detail={"drop": drop, "received": tp.received},
         )
     return None
 
 
-def _exception_rule(snap: Mapping[str, Any], t: Thresholds, base_url: str) -> Alert | None:
-    wf, ex = snap["workflow"], snap["exceptions"]
-    rate = ex["rate"]
-    if rate is None or ex["received"] < t.exception_min_items or rate <= t.exception_rate_bound:
+def _exception_rule(snap: HealthSnapshot, t: Thresholds, base_url: str) -> Alert | None:
+    wf, ex = snap.workflow, snap.exceptions
+    rate = ex.rate
+    if rate is None or ex.received < t.exception_min_items or rate <= t.exception_rate_bound:
         return None
-    base = ex["baseline_rate"]
-    trend = ", ".join(fmt_share(p["rate"]) for p in ex["trend"])
-    drivers = [s for s in ex["sources"] if s["exceptions"] > 0][:3]
-    field_name = ex["source_field"]
+    base = ex.baseline_rate
+    trend = ", ".join(fmt_share(p.rate) for p in ex.trend)
+    drivers = [s for s in ex.sources if s.exceptions > 0][:3]
+    field_name = ex.source_field
     driver_text = "; ".join(
-        f"{field_name} {s['source']}: {s['exceptions']} of {ex['exceptions']} exceptions "
-        f"({fmt_share(s['rate'])} of its {s['received']} items, was {fmt_share(s['baseline_rate'])})"
+        f"{field_name} {s.source}: {s.exceptions} of {ex.exceptions} exceptions "
+        f"({fmt_share(s.rate)} of its {s.received} items, was {fmt_share(s.baseline_rate)})"
         for s in drivers
     )
     link = links(base_url, wf)
@@ -182,14 +179,14 @@ def _exception_rule(snap: Mapping[str, Any], t: Thresholds, base_url: str) -> Al
         rule="exception_rate",
         workflow=wf,
         severity="warning",
-        title=f"{wf}: exception rate {fmt_share(rate)} ({ex['exceptions']} of {ex['received']} items), "
+        title=f"{wf}: exception rate {fmt_share(rate)} ({ex.exceptions} of {ex.received} items), "
         f"was {fmt_share(base)}",
-        what=f"of the {ex['received']} items received in the {_window(snap)} to {snap['as_of']}, "
-        f"{ex['exceptions']} went to review or quarantine",
+        what=f"of the {ex.received} items received in the {snap.window} to {snap.when}, "
+        f"{ex.exceptions} went to review or quarantine",
         change=f"{change}; the declared bound is {fmt_share(t.exception_rate_bound)}",
-        compared_with=f"{fmt_share(base)} ({ex['baseline_exceptions']} of {ex['baseline_received']}) "
+        compared_with=f"{fmt_share(base)} ({ex.baseline_exceptions} of {ex.baseline_received}) "
         "over the "
-        f"same window on the previous {snap['baseline_days']} days; daily trend, oldest to now: {trend}",
+        f"same window on the previous {snap.baseline_days} days; daily trend, oldest to now: {trend}",
         where=(
             f"driven by {driver_text}" if driver_text else f"no single {field_name} stands out",
             f"the exception queue: conveyor queue --workflow {wf}",
@@ -197,13 +194,13 @@ def _exception_rule(snap: Mapping[str, Any], t: Thresholds, base_url: str) -> Al
         ),
         value=rate,
         baseline=base,
-        as_of=snap["as_of"],
-        detail={"sources": drivers},
+        as_of=snap.when,
+        detail={"sources": [dataclasses.asdict(s) for s in drivers]},
     )
 
 
-def _stage_line(name: str, now: Mapping[str, Any], before: Mapping[str, Any]) -> str:
-    p_now, p_before = now.get("p95"), before.get("p95")
+def _stage_line(name: str, now: DurationStats, before: DurationStats) -> str:
+    p_now, p_before = now.p95, before.p95
     if p_now is None or p_before is None:
         trend = ""
     elif abs(p_now - p_before) <= max(60.0, 0.2 * p_before):
@@ -213,11 +210,11 @@ def _stage_line(name: str, now: Mapping[str, Any], before: Mapping[str, Any]) ->
     return f"{name} p95 {fmt_duration(p_now)} (was {fmt_duration(p_before)}{trend})"
 
 
-def bottleneck(cycle: Mapping[str, Any]) -> str | None:
+def bottleneck(cycle: Cycle) -> str | None:
     """The stage whose mean wait grew the most between the baseline and now (None if none grew)."""
-    now, before = cycle["current"]["stages"], cycle["baseline"]["stages"]
+    now, before = cycle.current.stages, cycle.baseline.stages
     growth = {
-        s.value: (now[s.value]["mean"] or 0.0) - (before[s.value]["mean"] or 0.0)
+        s.value: (now[s.value].mean or 0.0) - (before[s.value].mean or 0.0)
         for s in STAGES
         if s.value in now
     }
@@ -225,13 +222,13 @@ def bottleneck(cycle: Mapping[str, Any]) -> str | None:
     return stage if grew > 0 else None
 
 
-def _cycle_rule(snap: Mapping[str, Any], t: Thresholds, base_url: str) -> Alert | None:
-    wf, cycle = snap["workflow"], snap["cycle"]
-    now, before = cycle["current"], cycle["baseline"]
-    p_now, p_before = now["total"]["p95"], before["total"]["p95"]
+def _cycle_rule(snap: HealthSnapshot, t: Thresholds, base_url: str) -> Alert | None:
+    wf, cycle = snap.workflow, snap.cycle
+    now, before = cycle.current, cycle.baseline
+    p_now, p_before = now.total.p95, before.total.p95
     if (
-        now["items"] < t.cycle_min_items
-        or before["items"] < t.cycle_min_items
+        now.items < t.cycle_min_items
+        or before.items < t.cycle_min_items
         or p_now is None
         or p_before is None
     ):
@@ -241,7 +238,7 @@ def _cycle_rule(snap: Mapping[str, Any], t: Thresholds, base_url: str) -> Alert 
         return None
     stage = bottleneck(cycle) or "unknown"
     stages = "; ".join(
-        _stage_line(s.value, now["stages"][s.value], before["stages"][s.value]) for s in STAGES
+        _stage_line(s.value, now.stages[s.value], before.stages[s.value]) for s in STAGES
     )
     link = links(base_url, wf)
     hint = STAGE_HINTS.get(stage, "the workflow's DAG runs").format(workflow=wf)
@@ -253,60 +250,60 @@ def _cycle_rule(snap: Mapping[str, Any], t: Thresholds, base_url: str) -> Alert 
         subject=stage,
         title=f"{wf}: cycle time p95 {fmt_duration(p_now)} (was {fmt_duration(p_before)}); "
         f"bottleneck: {stage}",
-        what=f"entry to completion of the {now['items']} items completed in the {_window(snap)} to "
-        f"{snap['as_of']}: p50 {fmt_duration(now['total']['p50'])}, p95 {fmt_duration(p_now)}",
+        what=f"entry to completion of the {now.items} items completed in the {snap.window} to "
+        f"{snap.when}: p50 {fmt_duration(now.total.p50)}, p95 {fmt_duration(p_now)}",
         change=f"p95 {factor:.1f}x (+{fmt_duration(increase)}); most of the added time is spent in {stage}",
-        compared_with=f"p95 {fmt_duration(p_before)} (p50 {fmt_duration(before['total']['p50'])}) over the "
-        f"{before['items']} items completed in the same window on the previous {snap['baseline_days']} days. "
+        compared_with=f"p95 {fmt_duration(p_before)} (p50 {fmt_duration(before.total.p50)}) over the "
+        f"{before.items} items completed in the same window on the previous {snap.baseline_days} days. "
         f"By stage: {stages}",
         where=(f"{stage}: {hint}", f"health page (cycle time by stage): {link['health']}"),
         value=p_now,
         baseline=p_before,
-        as_of=snap["as_of"],
+        as_of=snap.when,
         detail={"bottleneck": stage, "increase_s": increase},
     )
 
 
-def _queue_age_rule(snap: Mapping[str, Any], t: Thresholds, base_url: str) -> Alert | None:
-    wf, q = snap["workflow"], snap["queue"]
-    if not q["over_bound"]:
+def _queue_age_rule(snap: HealthSnapshot, t: Thresholds, base_url: str) -> Alert | None:
+    wf, q = snap.workflow, snap.queue
+    if not q.over_bound:
         return None
     oldest = "; ".join(
-        f"{item['item_id']} ({item['status']}, {fmt_duration(item['age_s'])}"
-        + (f", reason: {item['reason']}" if item.get("reason") else "")
+        f"{item.item_id} ({item.status}, {fmt_duration(item.age_s)}"
+        + (f", reason: {item.reason}" if item.reason else "")
         + ")"
-        for item in q["oldest"][:3]
+        for item in q.oldest[:3]
     )
     link = links(base_url, wf)
-    by_status = ", ".join(f"{status} {count}" for status, count in sorted(q["by_status"].items()))
-    first = q["oldest"][0]["item_id"] if q["oldest"] else "ITEM"
+    by_status = ", ".join(f"{status} {count}" for status, count in sorted(q.by_status.items()))
+    first = q.oldest[0].item_id if q.oldest else "ITEM"
     return Alert(
         rule="queue_age",
         workflow=wf,
         severity="warning",
-        title=f"{wf}: {q['over_bound']} item(s) waiting for a person longer than "
-        f"{fmt_duration(q['bound_s'])}; "
-        f"oldest {fmt_duration(q['oldest_age_s'])}",
-        what=f"items in the review queue at {snap['as_of']}: {q['size']} ({by_status}); "
+        title=f"{wf}: {q.over_bound} item(s) waiting for a person longer than "
+        f"{fmt_duration(q.bound_s)}; "
+        f"oldest {fmt_duration(q.oldest_age_s)}",
+        what=f"items in the review queue at {snap.when}: {q.size} ({by_status}); "
         f"longest waiting: {oldest}",
-        change=f"{q['over_bound']} item(s) past the bound; "
-        f"the oldest by {fmt_duration(q['oldest_age_s'] - q['bound_s'])}",
-        compared_with=f"the declared bound of {fmt_duration(q['bound_s'])} in the queue (queue_age_hours "
+        change=f"{q.over_bound} item(s) past the bound; "
+        f"the oldest by {fmt_duration((q.oldest_age_s or q.bound_s) - q.bound_s)}",
+        compared_with=f"the declared bound of {fmt_duration(q.bound_s)} in the queue (queue_age_hours "
         f"{t.queue_age_hours:g})",
         where=(
             f"the review queue: {link['review']} or conveyor queue --workflow {wf}",
             f"decide: conveyor review {first} --approve|--reject --by NAME",
-            *_corrected_hint(q["by_status"]),
+            *_corrected_hint(q.by_status),
             f"health page: {link['health']}",
         ),
-        value=q["oldest_age_s"],
-        baseline=q["bound_s"],
-        as_of=snap["as_of"],
-        detail={"oldest": q["oldest"][:3]},
+        value=q.oldest_age_s,
+        baseline=q.bound_s,
+        as_of=snap.when,
+        detail={"oldest": [dataclasses.asdict(item) for item in q.oldest[:3]]},
     )
 
 
-def _corrected_hint(by_status: Mapping[str, Any]) -> tuple[str, ...]:
+def _corrected_hint(by_status: Mapping[str, int]) -> tuple[str, ...]:
     """Corrected items wait for their run's review step, not for a person's decision."""
     if not by_status.get("corrected"):
         return ()
@@ -317,34 +314,30 @@ def _corrected_hint(by_status: Mapping[str, Any]) -> tuple[str, ...]:
     )
 
 
-def _queue_growth_rule(snap: Mapping[str, Any], t: Thresholds, base_url: str) -> Alert | None:
-    wf, q = snap["workflow"], snap["queue"]
-    size, usual = q["size"], q["baseline_size"] or 0
+def _queue_growth_rule(snap: HealthSnapshot, t: Thresholds, base_url: str) -> Alert | None:
+    wf, q = snap.workflow, snap.queue
+    size, usual = q.size, q.baseline_size or 0
     if size < t.queue_min_size or size < t.queue_growth_factor * usual:
         return None
-    cycle = snap["cycle"]
-    model = _stage_line(
-        "model", cycle["current"]["stages"][Stage.MODEL.value], cycle["baseline"]["stages"][Stage.MODEL.value]
-    )
+    cycle = snap.cycle
+    model = _stage_line("model", cycle.current.stages[Stage.MODEL.value], cycle.baseline.stages[Stage.MODEL.value])
     review = _stage_line(
-        "review",
-        cycle["current"]["stages"][Stage.REVIEW.value],
-        cycle["baseline"]["stages"][Stage.REVIEW.value],
+        "review", cycle.current.stages[Stage.REVIEW.value], cycle.baseline.stages[Stage.REVIEW.value]
     )
     link = links(base_url, wf)
-    previous = ", ".join(str(s) for s in reversed(q["previous_sizes"]))
+    previous = ", ".join(str(s) for s in reversed(q.previous_sizes))
     return Alert(
         rule="queue_growth",
         workflow=wf,
         severity="warning",
         title=f"{wf}: review queue at {size} items, usually {fmt_count(usual)} at this time of day",
-        what=f"items waiting for a person at {snap['as_of']}: {size} "
-        f"({q['window_start_size']} at the start of the {_window(snap)} window)",
+        what=f"items waiting for a person at {snap.when}: {size} "
+        f"({q.window_start_size} at the start of the {snap.window} window)",
         change=f"+{size - usual:g} items ({'new' if not usual else f'{size / usual:.1f}x'}); "
         "the declared bound is "
         f"{t.queue_growth_factor:g}x the usual size and at least {t.queue_min_size} items",
         compared_with=f"median {fmt_count(usual)} at the same time on the previous "
-        f"{len(q['previous_sizes'])} days "
+        f"{len(q.previous_sizes)} days "
         f"(oldest to newest: {previous}). Time per item: {model}; {review}",
         where=(
             f"the review queue, not the model: {link['review']} or conveyor queue --workflow {wf}",
@@ -352,6 +345,6 @@ def _queue_growth_rule(snap: Mapping[str, Any], t: Thresholds, base_url: str) ->
         ),
         value=size,
         baseline=usual,
-        as_of=snap["as_of"],
-        detail={"window_start_size": q["window_start_size"]},
+        as_of=snap.when,
+        detail={"window_start_size": q.window_start_size},
     )

@@ -102,7 +102,7 @@ def all_metrics(
         declared = set(ledger.workflow_names())
         workflows = [w for w in metrics.active_workflows(ledger, since=when - span) if w in declared]
         health = [
-            metrics.measure(ledger, w, as_of=when, window_hours=window_hours, baseline_days=baseline_days)
+            metrics.measure(ledger, w, as_of=when, window_hours=window_hours, baseline_days=baseline_days).as_xcom()
             for w in workflows
         ]
         alerts = MonitoringStore(ledger).open_alerts()
@@ -125,7 +125,7 @@ def workflow_metrics(
     try:
         health = metrics.measure(
             ledger, name, as_of=when, window_hours=window_hours, baseline_days=baseline_days
-        )
+        ).as_xcom()
         health["runs"] = with_states(name, metrics.run_progress(ledger, name, as_of=when, limit=runs)) if runs else []
         health["open_alerts"] = MonitoringStore(ledger).open_alerts(name)
     except LedgerUnavailable as exc:

@@ -7,6 +7,7 @@ returning the notifications due. Delivery is in :mod:`.notifiers` (it needs Airf
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -19,6 +20,7 @@ from conveyor.ledger.store import Ledger
 from conveyor.monitoring import metrics
 from conveyor.monitoring.accuracy_alerts import accuracy_snapshot
 from conveyor.monitoring.alerts import Alert, Thresholds, evaluate
+from conveyor.monitoring.snapshot import HealthSnapshot
 from conveyor.monitoring.store import AlertEvent, MonitoringStore, Policy
 
 log = logging.getLogger(__name__)
@@ -33,13 +35,17 @@ def thresholds_of(ledger: Ledger, config: Mapping[str, Mapping[str, Any]], workf
 class Measured:
     """What one measurement produced.
 
-    :param snapshots: one :func:`conveyor.monitoring.metrics.measure` result per workflow.
+    :param snapshots: one workflow's health each, with its AI steps' accuracy.
     :param seconds: how long the measurement took.
     """
 
     as_of: datetime
-    snapshots: list[dict[str, Any]]
+    snapshots: list[HealthSnapshot]
     seconds: float
+
+    def as_xcom(self) -> dict[str, Any]:
+        """What ``measure_health`` hands to ``evaluate_health``: the snapshots as JSON."""
+        return {"as_of": self.as_of.isoformat(), "snapshots": [s.as_xcom() for s in self.snapshots]}
 
 
 def measure_all(
@@ -79,15 +85,15 @@ def measure_all(
             queue_age_bound_hours=t.queue_age_hours,
         )
         # the AI steps' error of what passed unreviewed, this period and the one before
-        snapshot["accuracy"] = accuracy_snapshot(ledger, workflow, as_of=when, days=t.accuracy_days)
-        snapshots.append(snapshot)
+        accuracy = accuracy_snapshot(ledger, workflow, as_of=when, days=t.accuracy_days)
+        snapshots.append(dataclasses.replace(snapshot, accuracy=accuracy))
     MonitoringStore(ledger).save_snapshots(snapshots)
     return Measured(as_of=when, snapshots=snapshots, seconds=time.monotonic() - started)
 
 
 def evaluate_all(
     ledger: Ledger,
-    snapshots: Sequence[Mapping[str, Any]],
+    snapshots: Sequence[HealthSnapshot],
     config: Mapping[str, Mapping[str, Any]],
     *,
     as_of: datetime | str,
@@ -101,12 +107,12 @@ def evaluate_all(
     alerts: list[Alert] = []
     policies: dict[str, Policy] = {}
     for snapshot in snapshots:
-        t = thresholds_of(ledger, config, snapshot["workflow"])
+        t = thresholds_of(ledger, config, snapshot.workflow)
         alerts += evaluate(snapshot, t, base_url=base_url)
-        policies[snapshot["workflow"]] = Policy(
+        policies[snapshot.workflow] = Policy(
             renotify=timedelta(hours=t.renotify_hours), resolve_after=timedelta(hours=t.resolve_after_hours)
         )
     events = MonitoringStore(ledger).reconcile(
-        alerts, workflows=[s["workflow"] for s in snapshots], as_of=when, policies=policies
+        alerts, workflows=[s.workflow for s in snapshots], as_of=when, policies=policies
     )
     return alerts, events

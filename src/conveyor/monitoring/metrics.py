@@ -16,12 +16,15 @@ so it can be measured for any moment, not only now, and the same code serves the
   the same time on the previous days;
 * **progress per run**: items done of items received.
 
-Results are plain JSON-ready dicts (ISO timestamps, seconds as floats).
+``measure`` returns a typed :class:`~conveyor.monitoring.snapshot.HealthSnapshot` (its
+``as_xcom()`` is the JSON); the chart series and run progress are plain JSON-ready dicts (ISO
+timestamps, seconds as floats).
 """
 
 from __future__ import annotations
 
 import statistics
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -29,6 +32,18 @@ from conveyor.ledger import metric_reads as reads
 from conveyor.ledger import queue_history
 from conveyor.ledger.metric_reads import EXCEPTIONS, REVIEW, STOPPED, Window
 from conveyor.ledger.store import Ledger
+from conveyor.monitoring.snapshot import (
+    Cycle,
+    CycleTimes,
+    DurationStats,
+    Exceptions,
+    HealthSnapshot,
+    Queue,
+    SourceRate,
+    Throughput,
+    TrendPoint,
+    WaitingItem,
+)
 from conveyor.monitoring.stages import STAGES
 from conveyor.workflow import Workflow
 
@@ -87,7 +102,7 @@ def measure(
     top_sources: int = 5,
     oldest_items: int = 5,
     lookback_days: int = 30,
-) -> dict[str, Any]:
+) -> HealthSnapshot:
     """Health of one workflow over the window ending at ``as_of``, against the previous days.
 
     :param ledger: the ledger to read.
@@ -129,83 +144,87 @@ def measure(
     received, exc, approvals = exceptions["current"]
     base_received = sum(exceptions[w.label][0] for w in previous)
     base_exc = sum(exceptions[w.label][1] for w in previous)
-    trend = [
-        {
-            "label": w.label,
-            "start": w.start.isoformat(),
-            "end": w.end.isoformat(),
-            "received": exceptions[w.label][0],
-            "exceptions": exceptions[w.label][1],
-            "rate": _ratio(exceptions[w.label][1], exceptions[w.label][0]),
-        }
+    trend = tuple(
+        TrendPoint(
+            label=w.label,
+            start=w.start.isoformat(),
+            end=w.end.isoformat(),
+            received=exceptions[w.label][0],
+            exceptions=exceptions[w.label][1],
+            rate=_ratio(exceptions[w.label][1], exceptions[w.label][0]),
+        )
         for w in reversed(windows)  # oldest first, current last
-    ]
-    source_rows: list[dict[str, Any]] = []
+    )
+    source_rates = []
     for name, by_label in sources.items():
         now_received, now_exc = by_label.get("current", (0, 0))
         then_received, then_exc = by_label.get("baseline", (0, 0))
-        source_rows.append(
-            {
-                "source": name,
-                "received": now_received,
-                "exceptions": now_exc,
-                "rate": _ratio(now_exc, now_received),
-                "baseline_received": then_received,
-                "baseline_exceptions": then_exc,
-                "baseline_rate": _ratio(then_exc, then_received),
-            }
+        source_rates.append(
+            SourceRate(
+                source=name,
+                received=now_received,
+                exceptions=now_exc,
+                rate=_ratio(now_exc, now_received),
+                baseline_received=then_received,
+                baseline_exceptions=then_exc,
+                baseline_rate=_ratio(then_exc, then_received),
+            )
         )
-    source_rows.sort(key=lambda r: (-r["exceptions"], -(r["rate"] or 0), r["source"]))
+    source_rates.sort(key=lambda r: (-r.exceptions, -(r.rate or 0), r.source))
 
     window_start_size = queue_sizes[0][0]
     now_size, oldest_age, over = queue_sizes[1]
-    previous_sizes = [size for size, _, _ in queue_sizes[2:]]
-    by_status = detail.by_status
-    oldest = detail.oldest
+    previous_sizes = tuple(size for size, _, _ in queue_sizes[2:])
 
-    return {
-        "workflow": workflow,
-        "as_of": as_of.isoformat(),
-        "window_hours": window_hours,
-        "baseline_days": baseline_days,
-        "done_status": done,
-        "throughput": {
-            "current": current,
-            "previous": counts,
-            "baseline": baseline,
-            "change": (current / baseline - 1) if baseline else None,
-            "received": received,
-            "received_by_status": received_by_status,
-        },
-        "exceptions": {
-            "received": received,
-            "exceptions": exc,
-            "rate": _ratio(exc, received),
-            "baseline_received": base_received,
-            "baseline_exceptions": base_exc,
-            "baseline_rate": _ratio(base_exc, base_received),
-            "approvals": approvals,
-            "approval_rate": _ratio(approvals, received),
-            "trend": trend,
-            "source_field": field,
-            "sources": source_rows[:top_sources],
-        },
-        "cycle": {
-            "current": cycle["current"],
-            "baseline": cycle["baseline"],
-        },
-        "queue": {
-            "size": now_size,
-            "oldest_age_s": oldest_age,
-            "over_bound": over,
-            "bound_s": bound.total_seconds(),
-            "by_status": by_status,
-            "oldest": oldest,
-            "window_start_size": window_start_size,
-            "previous_sizes": previous_sizes,
-            "baseline_size": statistics.median(previous_sizes) if previous_sizes else None,
-        },
-    }
+    return HealthSnapshot(
+        workflow=workflow,
+        as_of=as_of,
+        window_hours=window_hours,
+        baseline_days=baseline_days,
+        done_status=done,
+        throughput=Throughput(
+            current=current,
+            previous=tuple(counts),
+            baseline=baseline,
+            change=(current / baseline - 1) if baseline else None,
+            received=received,
+            received_by_status=received_by_status,
+        ),
+        exceptions=Exceptions(
+            received=received,
+            exceptions=exc,
+            rate=_ratio(exc, received),
+            baseline_received=base_received,
+            baseline_exceptions=base_exc,
+            baseline_rate=_ratio(base_exc, base_received),
+            approvals=approvals,
+            approval_rate=_ratio(approvals, received),
+            trend=trend,
+            source_field=field,
+            sources=tuple(source_rates[:top_sources]),
+        ),
+        cycle=Cycle(current=cycle_times(cycle["current"]), baseline=cycle_times(cycle["baseline"])),
+        queue=Queue(
+            size=now_size,
+            oldest_age_s=oldest_age,
+            over_bound=over,
+            bound_s=bound.total_seconds(),
+            by_status=detail.by_status,
+            oldest=tuple(WaitingItem(**item) for item in detail.oldest),
+            window_start_size=window_start_size,
+            previous_sizes=previous_sizes,
+            baseline_size=statistics.median(previous_sizes) if previous_sizes else None,
+        ),
+    )
+
+
+def cycle_times(read: Mapping[str, Any]) -> CycleTimes:
+    """One window's cycle times as :func:`conveyor.ledger.metric_reads.cycle` read them."""
+    return CycleTimes(
+        items=read["items"],
+        total=DurationStats(**read["total"]),
+        stages={stage: DurationStats(**stats) for stage, stats in read["stages"].items()},
+    )
 
 
 def series(

@@ -22,6 +22,7 @@ from conveyor.ledger import monitoring_state as state_rows
 from conveyor.ledger.hashing import canonical_json
 from conveyor.ledger.store import Ledger
 from conveyor.monitoring.alert_model import Alert
+from conveyor.monitoring.snapshot import HealthSnapshot
 
 
 @dataclass(frozen=True)
@@ -61,19 +62,20 @@ class MonitoringStore:
 
     # -- snapshots ---------------------------------------------------------------------------
 
-    def save_snapshots(self, snapshots: Iterable[Mapping[str, Any]]) -> int:
+    def save_snapshots(self, snapshots: Iterable[HealthSnapshot]) -> int:
         """Record what an evaluation measured (one row per workflow and ``as_of``; re-runs overwrite)."""
-        rows = [(s["workflow"], s["as_of"], s["window_hours"], canonical_json(s)) for s in snapshots]
+        rows = [(s.workflow, s.when, s.window_hours, canonical_json(s.as_xcom())) for s in snapshots]
         if not rows:
             return 0
         with self.ledger.connect() as conn:
             state_rows.save_snapshots(conn, rows)
         return len(rows)
 
-    def snapshots(self, workflow: str, *, since: datetime, until: datetime) -> list[dict[str, Any]]:
+    def snapshots(self, workflow: str, *, since: datetime, until: datetime) -> list[HealthSnapshot]:
         """Recorded snapshots of ``workflow`` with ``since <= as_of <= until``, oldest first."""
         with self.ledger.connect() as conn:
-            return state_rows.snapshots(conn, workflow, since=since, until=until)
+            found = state_rows.snapshots(conn, workflow, since=since, until=until)
+        return [HealthSnapshot.from_xcom(s) for s in found]
 
     # -- alert state -------------------------------------------------------------------------
 

@@ -37,7 +37,7 @@ def measure_health(
     for snapshot in measured.snapshots:
         emit_health(snapshot)
     emit_measure_time(timedelta(seconds=measured.seconds))
-    return {"as_of": measured.as_of.isoformat(), "snapshots": measured.snapshots}
+    return measured.as_xcom()
 
 
 def evaluate_health(
@@ -48,13 +48,15 @@ def evaluate_health(
 
     from conveyor.ledger import Ledger
     from conveyor.monitoring.health import evaluate_all
+    from conveyor.monitoring.snapshot import HealthSnapshot
 
     try:
         from airflow.sdk.configuration import conf
     except ImportError:  # pragma: no cover - older Task SDKs
         from airflow.configuration import conf
+    snapshots = [HealthSnapshot.from_xcom(s) for s in measured["snapshots"]]
     alerts, events = evaluate_all(
-        Ledger(), measured["snapshots"], thresholds or {}, as_of=measured["as_of"],
+        Ledger(), snapshots, thresholds or {}, as_of=measured["as_of"],
         base_url=conf.get("api", "base_url", fallback="") or "",
     )
     log = logging.getLogger(__name__)

@@ -16,9 +16,11 @@ Names (prefixed by Airflow's ``statsd_prefix`` / ``otel_prefix``, ``airflow`` by
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from conveyor.monitoring.snapshot import HealthSnapshot
 
 
 def _name(workflow: str) -> str:
@@ -27,35 +29,35 @@ def _name(workflow: str) -> str:
     return normalize_name_for_stats(workflow, log_warning=False)
 
 
-def health_gauges(snapshot: Mapping[str, Any]) -> dict[str, float]:
+def health_gauges(snapshot: HealthSnapshot) -> dict[str, float]:
     """The gauges of one workflow's snapshot, name -> value (None values are left out)."""
-    wf = f"conveyor.{_name(snapshot['workflow'])}"
-    tp, ex, q = snapshot["throughput"], snapshot["exceptions"], snapshot["queue"]
-    now = snapshot["cycle"]["current"]
+    wf = f"conveyor.{_name(snapshot.workflow)}"
+    tp, ex, q = snapshot.throughput, snapshot.exceptions, snapshot.queue
+    now = snapshot.cycle.current
     values: dict[str, float | None] = {
-        f"{wf}.throughput": tp["current"],
-        f"{wf}.throughput_baseline": tp["baseline"],
-        f"{wf}.received": ex["received"],
-        f"{wf}.exceptions": ex["exceptions"],
-        f"{wf}.exception_rate": ex["rate"],
-        f"{wf}.cycle_items": now["items"],
-        f"{wf}.cycle_p50_s": now["total"]["p50"],
-        f"{wf}.cycle_p95_s": now["total"]["p95"],
-        f"{wf}.queue_size": q["size"],
-        f"{wf}.queue_oldest_age_s": q["oldest_age_s"],
-        f"{wf}.queue_over_bound": q["over_bound"],
+        f"{wf}.throughput": tp.current,
+        f"{wf}.throughput_baseline": tp.baseline,
+        f"{wf}.received": ex.received,
+        f"{wf}.exceptions": ex.exceptions,
+        f"{wf}.exception_rate": ex.rate,
+        f"{wf}.cycle_items": now.items,
+        f"{wf}.cycle_p50_s": now.total.p50,
+        f"{wf}.cycle_p95_s": now.total.p95,
+        f"{wf}.queue_size": q.size,
+        f"{wf}.queue_oldest_age_s": q.oldest_age_s,
+        f"{wf}.queue_over_bound": q.over_bound,
     }
-    for stage, stats in now["stages"].items():
-        values[f"{wf}.stage.{stage}.p95_s"] = stats["p95"]
-        values[f"{wf}.stage.{stage}.mean_s"] = stats["mean"]
+    for stage, stats in now.stages.items():
+        values[f"{wf}.stage.{stage}.p95_s"] = stats.p95
+        values[f"{wf}.stage.{stage}.mean_s"] = stats.mean
     return {name: float(value) for name, value in values.items() if value is not None}
 
 
-def emit_health(snapshot: Mapping[str, Any]) -> int:
+def emit_health(snapshot: HealthSnapshot) -> int:
     """Send one workflow's gauges; returns how many were sent."""
     from airflow.sdk.observability import stats
 
-    tags = {"workflow": snapshot["workflow"]}
+    tags = {"workflow": snapshot.workflow}
     gauges = health_gauges(snapshot)
     for name, value in gauges.items():
         stats.gauge(name, value, tags=tags)

@@ -10,21 +10,18 @@ are judgements: a person may approve such an item as it is.
 The kind of each expectation has a default (:data:`HARD_EXPECTATIONS`); a suite overrides it per
 expectation with ``"meta": {"waivable": true | false}``.
 
-The gate records on the item's move to ``quarantined`` (the audit row's ``detail``), so the API
-server decides without the suite file::
-
-    {"gate": ..., "suite": ..., "field": "payload",
-     "checks": [{"column": "supplier_id", "expectation": "...", "message": "supplier_id is empty",
-                 "waivable": false}, ...],
-     "contract": {"columns": {"amount": {"type": "number"}, ...}, "required": ["supplier_id", ...]}}
+The gate records both on the item's move to ``quarantined`` (a
+:class:`conveyor.quarantine.QuarantineDetail` in the audit row's ``detail``), so the API server
+decides without the suite file.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from conveyor.gate.columns import PARSE_EXPECTATION
+from conveyor.quarantine import ColumnContract, InputContract, RecordedCheck
 
 if TYPE_CHECKING:
     from conveyor.gate.failures import RowFailure
@@ -69,21 +66,16 @@ def is_waivable(expectation: str, column: str | None, overrides: Mapping[tuple[s
 
 def recorded_checks(
     findings: Sequence[RowFailure], overrides: Mapping[tuple[str, str | None], bool]
-) -> list[dict[str, Any]]:
+) -> tuple[RecordedCheck, ...]:
     """The findings as the quarantine records them, each with whether a person may waive it."""
-    return [
-        {
-            "column": f.column,
-            "expectation": f.expectation,
-            "message": f.message,
-            "waivable": is_waivable(f.expectation, f.column, overrides),
-        }
+    return tuple(
+        RecordedCheck(f.column, f.expectation, f.message, is_waivable(f.expectation, f.column, overrides))
         for f in findings
-    ]
+    )
 
 
-def contract_of(suite: GateSuite) -> dict[str, Any]:
-    """The suite's typed columns and required fields as JSON (what a correction is coerced to and an
+def contract_of(suite: GateSuite) -> InputContract:
+    """The suite's typed columns and required fields (what a correction is coerced to and an
     approval is checked against).
 
     A field is required when the suite says it may not be empty (``expect_column_values_to_not_be_null``
@@ -91,12 +83,7 @@ def contract_of(suite: GateSuite) -> dict[str, Any]:
 
     :param suite: the loaded suite.
     """
-    columns: dict[str, dict[str, Any]] = {}
-    for name, spec in suite.columns.items():
-        entry: dict[str, Any] = {"type": spec.kind}
-        if spec.format:
-            entry["format"] = spec.format
-        columns[name] = entry
+    columns = {name: ColumnContract(spec.kind, spec.format or None) for name, spec in suite.columns.items()}
     overrides = overrides_of(suite)
     required: list[str] = []
     for exp in suite.expectations:
@@ -104,4 +91,4 @@ def contract_of(suite: GateSuite) -> dict[str, Any]:
         if exp["type"] == "expect_column_values_to_not_be_null" and column and column not in required:
             if not is_waivable(exp["type"], column, overrides):
                 required.append(column)
-    return {"columns": columns, "required": required}
+    return InputContract(columns, tuple(required))

@@ -29,6 +29,7 @@ from conveyor.ledger import Ledger, NewItem, Route, item_reads
 from conveyor.ledger.statuses import Status
 from conveyor.ledger.store import ItemUpdate, item_id_for
 from conveyor.ledger.values import storable
+from conveyor.quarantine import GatedField, InputContract, QuarantineDetail
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -94,16 +95,22 @@ class Router:
             # again by this gate (see conveyor.review.revalidation).
             # What a person may waive, and the contract a correction is coerced to and an approval
             # checked against (see conveyor.gate.contract): the API server has no suite file.
-            detail={"gate": self.step, "suite": self.suite.name, "field": self.item_field,
-                    "checks": recorded_checks(findings, self._waivers), "contract": self._contract},
+            detail=QuarantineDetail(
+                gate=self.step, suite=self.suite.name, field=self._gated_field,
+                checks=recorded_checks(findings, self._waivers), contract=self._contract,
+            ).as_json(),
         )  # fmt: skip
+
+    @property
+    def _gated_field(self) -> GatedField:
+        return "ai_result" if self.item_field == "ai_result" else "payload"
 
     @functools.cached_property
     def _waivers(self) -> dict[tuple[str, str | None], bool]:
         return overrides_of(self.suite)
 
     @functools.cached_property
-    def _contract(self) -> dict[str, Any]:
+    def _contract(self) -> InputContract:
         return contract_of(self.suite)
 
     def move(self, passing: list[str], failing: dict[str, ItemUpdate], summary: GateSummary) -> None:

@@ -27,6 +27,7 @@ from typing import Any
 
 from conveyor.ledger.statuses import REVIEW_VALUES, Status
 from conveyor.ledger.store import Item, Ledger, TransitionRecord
+from conveyor.quarantine import InputContract, QuarantineDetail
 from conveyor.review.coercion import coerce_value
 
 
@@ -54,19 +55,18 @@ def describe(blockers: Sequence[Blocker]) -> str:
     return "; ".join(b.need for b in blockers)
 
 
-def contract_problems(data: Mapping[str, Any] | None, contract: Mapping[str, Any] | None) -> list[Blocker]:
+def contract_problems(data: Mapping[str, Any] | None, contract: InputContract | None) -> list[Blocker]:
     """The item's data checked against the gate's hard contract: required fields present, typed
     fields of their type (what an approval would let past the gate)."""
-    if not contract:
+    if contract is None:
         return []
     data = data or {}
-    columns = contract.get("columns") or {}
     found: list[Blocker] = []
-    for name in contract.get("required") or ():
+    for name in contract.required:
         value = data.get(name)
         if value is None or (isinstance(value, str) and not value.strip()):
             found.append(_correction(name, f"{name} is empty: it is required, correct it"))
-    for name, column in columns.items():
+    for name, column in contract.columns.items():
         value = data.get(name)
         if value is None or name in {b.field for b in found}:
             continue
@@ -75,7 +75,7 @@ def contract_problems(data: Mapping[str, Any] | None, contract: Mapping[str, Any
         except ValueError as exc:
             found.append(_correction(name, f"{exc}: correct it"))
             continue
-        if column.get("type") in ("number", "integer") and not isinstance(value, (int, float)):
+        if column.type in ("number", "integer") and not isinstance(value, (int, float)):
             # "1936.40" as text passes the gate's parse but breaks a step comparing numbers.
             found.append(_correction(name, f"{name} holds text {value!r}, not the number {typed!r}: correct it"))
     return found
@@ -101,7 +101,7 @@ def blockers_of(ledger: Ledger, items: Sequence[Item]) -> dict[str, list[Blocker
         entry = entries.get(item.item_id)
         detail = entry.detail if entry is not None and isinstance(entry.detail, Mapping) else {}
         if item.status == Status.QUARANTINED:
-            blockers = _quarantine_blockers(item, detail)
+            blockers = _quarantine_blockers(item, QuarantineDetail.from_json(detail))
         else:
             if item.workflow not in declared:
                 declared[item.workflow] = ledger.ai_tasks(item.workflow)
@@ -111,17 +111,15 @@ def blockers_of(ledger: Ledger, items: Sequence[Item]) -> dict[str, list[Blocker
     return found
 
 
-def _quarantine_blockers(item: Item, detail: Mapping[str, Any]) -> list[Blocker]:
+def _quarantine_blockers(item: Item, detail: QuarantineDetail) -> list[Blocker]:
     blockers: list[Blocker] = []
-    for check in detail.get("checks") or ():
-        if isinstance(check, Mapping) and check.get("waivable") is False:
-            column = check.get("column")
-            blockers.append(_correction(column, f"{check.get('message') or column}: a person cannot waive this "
-                                                "check, correct the item or reject it"))
-    data = item.ai_result if detail.get("field") == "ai_result" else item.payload
+    for check in detail.checks:
+        if not check.waivable:
+            blockers.append(_correction(check.column, f"{check.message or check.column}: a person cannot waive "
+                                                      "this check, correct the item or reject it"))
+    data = item.ai_result if detail.field == "ai_result" else item.payload
     named = {b.field for b in blockers}
-    contract = detail.get("contract") if isinstance(detail.get("contract"), Mapping) else None
-    blockers.extend(b for b in contract_problems(data if isinstance(data, Mapping) else {}, contract)
+    blockers.extend(b for b in contract_problems(data if isinstance(data, Mapping) else {}, detail.contract)
                     if b.field not in named)  # fmt: skip
     return blockers
 

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from conveyor.quarantine import ColumnContract, InputContract
 from conveyor.review.errors import InvalidDecision
 
 #: The largest value one corrected field may hold, as JSON (a note, not a file).
@@ -83,14 +84,14 @@ def check_values(changes: Mapping[str, Any]) -> None:
             )
 
 
-def coerce_value(name: str, value: Any, column: Mapping[str, Any]) -> Any:
+def coerce_value(name: str, value: Any, column: ColumnContract) -> Any:
     """``value`` as the type the gate reads for column ``name``; raises :class:`InvalidDecision`.
 
     :param name: the field, for the message.
     :param value: what the reviewer sent (None stays None: the gate's required checks judge it).
-    :param column: the contract's column (``{"type": "number"}``, ``{"type": "date", "format": ...}``).
+    :param column: the contract's column (its type, and a date's format).
     """
-    kind = str(column.get("type") or "string")
+    kind = column.type or "string"
     if value is None:
         return None
     if kind == "string":
@@ -115,8 +116,8 @@ def coerce_value(name: str, value: Any, column: Mapping[str, Any]) -> Any:
         if not isinstance(value, str) or not value.strip():
             raise InvalidDecision(f"{name} expects {expected}, got {json.dumps(value)[:80]}")
         text = value.strip()
-        fmt = column.get("format")
-        parsed = _parse_time(text, str(fmt) if fmt and fmt != "ISO8601" else None)
+        fmt = column.format
+        parsed = _parse_time(text, fmt if fmt and fmt != "ISO8601" else None)
         if parsed is None:
             shown = f" in the form {fmt}" if fmt and fmt != "ISO8601" else " (ISO 8601)"
             raise InvalidDecision(f"{name} expects {expected}{shown}, got {text[:80]!r}")
@@ -139,7 +140,7 @@ def _parse_time(text: str, fmt: str | None) -> datetime | None:
 
 
 def coerce_changes(
-    changes: Mapping[str, Any], contract: Mapping[str, Any] | None, current: Mapping[str, Any] | None
+    changes: Mapping[str, Any], contract: InputContract | None, current: Mapping[str, Any] | None
 ) -> dict[str, Any]:
     """The correction with each value checked and coerced to its column's type.
 
@@ -149,7 +150,7 @@ def coerce_changes(
     :raises InvalidDecision: naming the field and what it needs.
     """
     check_values(changes)
-    columns = (contract or {}).get("columns") or {}
+    columns = contract.columns if contract is not None else {}
     if not columns:
         return dict(changes)
     held = current or {}

@@ -35,6 +35,7 @@ from typing import Any
 from conveyor.ledger.actors import reviewer_actor
 from conveyor.ledger.statuses import REVIEW_STATUSES, Status
 from conveyor.ledger.store import Item, ItemUpdate, Ledger, TransitionRecord
+from conveyor.quarantine import QuarantineDetail
 from conveyor.review.bulk import BulkOutcome, QueueFilter, decide_many, decide_matching, wake
 from conveyor.review.claims import ReviewClaims
 from conveyor.review.errors import ApprovalBlocked, DecisionConflict, InvalidDecision, NotAwaitingReview
@@ -186,13 +187,12 @@ class QueueDecisions:
         from conveyor.review.corrections import merge_changes
 
         found = quarantine_detail(self.ledger.history(item.item_id))
-        field = found.get("field") if found.get("field") in ("payload", "ai_result") else "payload"
+        field = found.field
         current = item.payload if field == "payload" else item.ai_result
-        contract = found.get("contract") if isinstance(found.get("contract"), Mapping) else None
-        changes = coerce_changes(changes, contract, current if isinstance(current, Mapping) else None)
+        changes = coerce_changes(changes, found.contract, current if isinstance(current, Mapping) else None)
         merged, diff = merge_changes(current, changes, what="the payload" if field == "payload" else "the AI result")
         detail: dict[str, Any] = {"action": Action.CORRECT.value, "field": field, "changes": diff,
-                  **{k: found[k] for k in ("gate", "suite") if k in found}}  # fmt: skip
+                  **{k: v for k, v in (("gate", found.gate), ("suite", found.suite)) if v is not None}}  # fmt: skip
         data: dict[str, Any] = {"payload": merged} if field == "payload" else {"ai_result": merged}
         update = ItemUpdate(reason=comment, review_target=item.review_target, detail=detail, **data)
         return Status.CORRECTED, update
@@ -276,12 +276,12 @@ def last_decision(history: Sequence[TransitionRecord]) -> TransitionRecord | Non
     return None
 
 
-def quarantine_detail(history: Sequence[TransitionRecord]) -> dict[str, Any]:
+def quarantine_detail(history: Sequence[TransitionRecord]) -> QuarantineDetail:
     """What the latest move to ``quarantined`` recorded (the gate, its suite, the field it read)."""
     for record in reversed(history):
         if record.to_status == Status.QUARANTINED:
-            return dict(record.detail) if isinstance(record.detail, Mapping) else {}
-    return {}
+            return QuarantineDetail.from_json(record.detail)
+    return QuarantineDetail()
 
 
 def approval_target(item: Item, history: Sequence[TransitionRecord], ledger: Ledger) -> str:

@@ -83,21 +83,17 @@ def _input_form(item: Item, history: Sequence[TransitionRecord], named: set[str]
     from conveyor.review.decisions import quarantine_detail
 
     detail = quarantine_detail(history)
-    found = item.ai_result if detail.get("field") == "ai_result" else item.payload
+    found = item.ai_result if detail.field == "ai_result" else item.payload
     data: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
-    contract = _mapping(detail.get("contract"))
-    columns = _mapping(contract.get("columns"))
-    failing = set(named)
-    for check in detail.get("checks") or ():
-        if isinstance(check, Mapping) and check.get("column"):
-            failing.add(str(check["column"]))
+    columns = detail.contract.columns if detail.contract is not None else {}
+    failing = set(named) | detail.failing_columns
     fields = []
     for name in dict.fromkeys([*data, *columns]):
-        column = _mapping(columns.get(name))
+        column = columns.get(name)
         value = data.get(name)
-        kind = _GATE_KINDS.get(str(column.get("type"))) or _kind_of(value)
-        dated = kind == "date" and column.get("format")
-        hint = f"a date in the form {human_format(str(column['format']))}" if dated else None
+        kind = (_GATE_KINDS.get(column.type) if column else None) or _kind_of(value)
+        dated = column.format if kind == "date" and column is not None else None
+        hint = f"a date in the form {human_format(dated)}" if dated else None
         fields.append(FormField(name, kind, value, failing=name in failing, hint=hint))
     # The failing fields first (the stored contract, in jsonb, no longer knows the file's order).
     return sorted(fields, key=lambda f: not f.failing)
@@ -147,10 +143,6 @@ def _answer_kind(spec: Mapping[str, Any], value: Any) -> str:
     if _is_long(value) or any(w in str(spec.get("description") or "").lower() for w in long_words):
         return "long"
     return "text"
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
 
 
 def _kind_of(value: Any) -> str:

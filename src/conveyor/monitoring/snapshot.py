@@ -10,8 +10,6 @@ rules, the gauges and the CLI read attributes a type checker follows, never stri
 from __future__ import annotations
 
 import dataclasses
-import types
-import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -213,8 +211,10 @@ class HealthSnapshot:
     @classmethod
     def from_xcom(cls, data: Mapping[str, Any]) -> HealthSnapshot:
         """The snapshot :meth:`as_xcom` wrote (XCom, the monitoring store, the API's JSON)."""
-        snapshot: HealthSnapshot = _build(cls, data)
-        return snapshot
+        # pydantic (Airflow's own dependency) validates nested stdlib dataclasses; keys it does not know are ignored
+        from pydantic import TypeAdapter
+
+        return TypeAdapter(cls).validate_python(data)
 
 
 def _plain(value: Any) -> Any:
@@ -224,26 +224,4 @@ def _plain(value: Any) -> Any:
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_plain(v) for v in value]
-    return value
-
-
-def _build(kind: Any, value: Any) -> Any:
-    """``value`` (JSON) as ``kind``: dataclasses field by field, tuples and mappings element-wise."""
-    if value is None:
-        return None
-    origin, args = typing.get_origin(kind), typing.get_args(kind)
-    if origin in (typing.Union, types.UnionType):
-        return _build(next(a for a in args if a is not type(None)), value)
-    if isinstance(kind, type) and dataclasses.is_dataclass(kind):
-        hints = typing.get_type_hints(kind)
-        known = {f.name for f in dataclasses.fields(kind)}
-        return kind(**{k: _build(hints[k], v) for k, v in value.items() if k in known})
-    if origin is tuple:
-        return tuple(_build(args[0], v) for v in value)
-    if origin is Mapping:
-        return {k: _build(args[1], v) for k, v in value.items()}
-    if kind is datetime:
-        return value if isinstance(value, datetime) else datetime.fromisoformat(value)
-    if kind is float and isinstance(value, int):
-        return float(value)
     return value

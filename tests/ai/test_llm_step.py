@@ -31,7 +31,7 @@ def config(run_id: str, task: AITask = CLASSIFY_EXCEPTION, **overrides) -> StepC
         breaker_poll_interval=0.2,
     )
     settings.update(overrides)
-    return StepConfig(workflow=task.workflow, run_id=run_id, task=task, actor="ai_tests.llm#1", **settings)
+    return StepConfig.of(workflow=task.workflow, run_id=run_id, task=task, actor="ai_tests.llm#1", **settings)
 
 
 def item(ledger, key: str):

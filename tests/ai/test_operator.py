@@ -83,7 +83,7 @@ def test_declared_task_and_fields_are_checked_before_anything_runs(ledger):
     with pytest.raises(ValueError, match="does not allow 'validated' -> 'published'"):
         AIStepRunner(
             ledger,
-            StepConfig(
+            StepConfig.of(
                 workflow="supplier_exceptions",
                 run_id="r",
                 task=get_ai_task("classify_exception"),
@@ -94,7 +94,7 @@ def test_declared_task_and_fields_are_checked_before_anything_runs(ledger):
     with pytest.raises(ValueError, match="cannot import model 'no_such_module:GptLocal'"):
         AIStepRunner(
             ledger,
-            StepConfig(
+            StepConfig.of(
                 workflow="invoice_processing",
                 run_id="r",
                 task=CLASSIFY_SPEND,
@@ -103,7 +103,7 @@ def test_declared_task_and_fields_are_checked_before_anything_runs(ledger):
             ),
         )
     with pytest.raises(ValueError, match="min_confidence must be between 0 and 1"):
-        StepConfig(
+        StepConfig.of(
             workflow="invoice_processing", run_id="r", task=CLASSIFY_SPEND, actor="t", min_confidence=70
         )
 
@@ -137,26 +137,25 @@ def test_without_docs_the_operator_declares_its_recovery_strategies_for_the_lint
     assert declared(own.doc_md) == [Recovery.MANUAL_INTERVENTION]
 
 
-def test_the_operator_defaults_are_the_engines_and_a_wrong_setting_fails_the_dag_at_parse():
+def test_the_operator_defaults_are_the_settings_and_a_wrong_setting_fails_the_dag_at_parse():
+    import dataclasses
     import inspect
 
     from conveyor.ai.operators import AIStepOperator
     from conveyor.ai.retries import RetryPolicy
-    from conveyor.ai.runner import StepConfig
+    from conveyor.ai.step_config import StepSettings
 
-    engine = {**defaults_of_dataclass(StepConfig), **defaults_of_dataclass(RetryPolicy)}
+    tunables = {f.name: f.default for f in dataclasses.fields(StepSettings) if f.name != "retry"}
+    tunables |= {f.name: f.default for f in dataclasses.fields(RetryPolicy)}
     parameters = inspect.signature(AIStepOperator.__init__).parameters
-    shared = {name for name in parameters if name in engine}
-    assert len(shared) >= 19, shared  # every tunable the engine reads
-    assert {name: parameters[name].default for name in shared} == {name: engine[name] for name in shared}
+    assert {name: parameters[name].default for name in tunables} == tunables  # every one a parameter, same default
+
+    op = AIStepOperator(
+        task_id="a", workflow="supplier_exceptions", ai_task=CLASSIFY_EXCEPTION, min_confidence=0.9, max_attempts=2
+    )
+    assert op.settings == StepSettings(min_confidence=0.9, retry=RetryPolicy(max_attempts=2))
     for setting, value in (("min_confidence", 1.5), ("batch_size", 0), ("lease_seconds", -1), ("items_per_call", 0)):
         with pytest.raises(ValueError, match=f"{setting} must be"):
             AIStepOperator(task_id="a", workflow="supplier_exceptions", ai_task=CLASSIFY_EXCEPTION, **{setting: value})
     # A template is checked once rendered, in the run.
     AIStepOperator(task_id="a", workflow="supplier_exceptions", ai_task=CLASSIFY_EXCEPTION, items_per_call="{{ x }}")
-
-
-def defaults_of_dataclass(cls):
-    import dataclasses
-
-    return {f.name: f.default for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}

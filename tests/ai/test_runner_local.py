@@ -21,7 +21,7 @@ from tests.ai.seeding import (
 
 
 def config(run_id: str, task=CLASSIFY_EXCEPTION, **overrides) -> StepConfig:
-    return StepConfig(
+    return StepConfig.of(
         workflow=task.workflow, run_id=run_id, task=task, actor="ai_tests.ai_step#1", **overrides
     )
 

@@ -17,7 +17,7 @@ WORKFLOW = "supplier_exceptions"
 
 
 def config(run_id: str, **overrides) -> StepConfig:
-    return StepConfig(
+    return StepConfig.of(
         workflow=WORKFLOW, run_id=run_id, task=CLASSIFY_EXCEPTION, actor="ai_tests.classify#1", **overrides
     )
 

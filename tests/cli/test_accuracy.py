@@ -14,7 +14,7 @@ from tests.cli.test_cli import WF, run
 def test_accuracy_reports_the_spot_checks_estimate_and_the_curve(ledger, ledger_dsn):
     seed_exceptions(ledger, "r1", exception_rows(120))
     ledger.declare_ai_task(WF, "ai_processed", CLASSIFY_EXCEPTION.declaration(), actor="t#1")
-    run_step(ledger, StepConfig(workflow=WF, run_id="r1", task=CLASSIFY_EXCEPTION, actor="t.classify#1",
+    run_step(ledger, StepConfig.of(workflow=WF, run_id="r1", task=CLASSIFY_EXCEPTION, actor="t.classify#1",
                                 spot_check=0.4, max_error_rate=0.3))  # fmt: skip
     queue = ReviewQueue(ledger)
     waiting = ledger.items(workflow=WF, run_id="r1", status="pending_review", limit=None)

@@ -27,7 +27,7 @@ def decided(ledger) -> None:
     """A run of the step with spot checks, a reviewer who corrects every fifth one and approves the rest."""
     seed_exceptions(ledger, "r1", exception_rows(200))
     ledger.declare_ai_task(WF, "ai_processed", CLASSIFY_EXCEPTION.declaration(), actor="t#1")
-    run_step(ledger, StepConfig(workflow=WF, run_id="r1", task=CLASSIFY_EXCEPTION, actor="t.classify#1",
+    run_step(ledger, StepConfig.of(workflow=WF, run_id="r1", task=CLASSIFY_EXCEPTION, actor="t.classify#1",
                                 min_confidence=0.5, spot_check=0.5, max_error_rate=0.25))  # fmt: skip
     queue = ReviewQueue(ledger)
     waiting = ledger.items(workflow=WF, run_id="r1", status="pending_review", limit=None)

@@ -15,7 +15,7 @@ WF = "supplier_exceptions"
 
 def test_the_scripted_reviewer_decides_spot_checks_and_the_summary_prints_the_estimate(ledger):
     seed_exceptions(ledger, "r1", exception_rows(100))
-    run_step(ledger, StepConfig(workflow=WF, run_id="r1", task=CLASSIFY_EXCEPTION, actor="t.classify#1",
+    run_step(ledger, StepConfig.of(workflow=WF, run_id="r1", task=CLASSIFY_EXCEPTION, actor="t.classify#1",
                                 spot_check=0.3, max_error_rate=0.05))  # fmt: skip
     queue = ReviewQueue(ledger)
     waiting = ledger.items(workflow=WF, run_id="r1", status="pending_review", limit=None)

@@ -27,7 +27,7 @@ def test_each_decision_labels_the_answer_with_its_confidence_checks_and_share(le
     ledger.declare_ai_task(WORKFLOW, "ai_processed", CLASSIFY_EXCEPTION.declaration(), actor="t.classify#1")
     run_step(
         ledger,
-        StepConfig(workflow=WORKFLOW, run_id="r1", task=CLASSIFY_EXCEPTION, actor="t.classify#1", spot_check=0.25),
+        StepConfig.of(workflow=WORKFLOW, run_id="r1", task=CLASSIFY_EXCEPTION, actor="t.classify#1", spot_check=0.25),
     )
     queue = ReviewQueue(ledger)
     waiting = ledger.items(workflow=WORKFLOW, run_id="r1", status="pending_review", limit=None)

@@ -76,9 +76,9 @@ class ChunkCommitter:
             workflow=c.workflow,
             step=c.step or c.task.name,  # always set by StepConfig.__post_init__
             run_id=c.run_id,
-            min_confidence=c.min_confidence,
-            spot_check=c.spot_check,
-            max_error_rate=c.max_error_rate,
+            min_confidence=c.settings.min_confidence,
+            spot_check=c.settings.spot_check,
+            max_error_rate=c.settings.max_error_rate,
             seed=c.seed,
             passed=sum(1 for i in outcome.passed if i in moved),
             spot_checked=sum(1 for i in outcome.spot if i in moved),

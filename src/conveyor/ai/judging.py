@@ -127,11 +127,11 @@ def _route_answer(
     reasons = [reason for _, reason in failed]
     codes = [f"check:{code}" for code, _ in failed]
     label = f" ({task.label_field} {output.get(task.label_field)!r})" if task.label_field else ""
-    if p.confidence is None and c.min_confidence > 0:
-        reasons.insert(0, f"the model reported no confidence{label}; threshold is {c.min_confidence:.2f}")
+    if p.confidence is None and c.settings.min_confidence > 0:
+        reasons.insert(0, f"the model reported no confidence{label}; threshold is {c.settings.min_confidence:.2f}")
         codes.insert(0, "no_confidence")
-    elif p.confidence is not None and p.confidence < c.min_confidence:
-        shown, bound = distinct_figures(p.confidence, c.min_confidence)
+    elif p.confidence is not None and p.confidence < c.settings.min_confidence:
+        shown, bound = distinct_figures(p.confidence, c.settings.min_confidence)
         reasons.insert(0, f"confidence {shown} is below the threshold {bound}{label}")
         codes.insert(0, "low_confidence")
     result = task.merge(view.ai_result, output)
@@ -150,16 +150,21 @@ def _route_answer(
             outcome.low_only_confidence[item_id] = p.confidence
         return
     outcome.passing_confidence[item_id] = p.confidence
-    if c.spot_check and drawn(c.seed, item_id, c.spot_check):
+    if c.settings.spot_check and drawn(c.seed, item_id, c.settings.spot_check):
         outcome.spot.add(item_id)
         outcome.review[item_id] = ItemUpdate(
-            reason=spot_reason(p.confidence, c.spot_check),
+            reason=spot_reason(p.confidence, c.settings.spot_check),
             ai_result=result,
             confidence=p.confidence,
             review_target=c.to_status,
             add_attempts=1,
             detail=routing_detail(
-                step=step, confidence=p.confidence, failed_checks=(), spot_check=True, share=c.spot_check, seed=c.seed
+                step=step,
+                confidence=p.confidence,
+                failed_checks=(),
+                spot_check=True,
+                share=c.settings.spot_check,
+                seed=c.seed,
             ),
         )
         return

@@ -32,8 +32,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from conveyor.ai.retries import RetryPolicy
-from conveyor.ai.step_config import StepConfig, check_step_settings, defaults_of
+from conveyor.ai.models.resolve import LOCAL
+from conveyor.ai.step_config import DEFAULTS, StepConfig, StepSettings, check_items_per_call
 from conveyor.ledger_step import LedgerStepOperator
 
 if TYPE_CHECKING:
@@ -42,9 +42,8 @@ if TYPE_CHECKING:
     from conveyor.ai.definitions import AITask
     from conveyor.workflow import Workflow
 
-#: The engine's defaults (StepConfig, RetryPolicy): the one place each is written.
-STEP = defaults_of(StepConfig)
-RETRY = defaults_of(RetryPolicy)
+#: The tunables' defaults are StepSettings' (the one place each is written); retries are its RetryPolicy's.
+RETRY = DEFAULTS.retry
 
 def _default_doc(has_fallback: bool, max_failure_rate: float) -> str:
     """The recovery line ``conveyor lint`` looks for, when the DAG author wrote no ``doc_md``."""
@@ -164,71 +163,47 @@ class AIStepOperator(LedgerStepOperator):
         *,
         workflow: str | Workflow,
         ai_task: AITask | str,
-        model: Any = STEP["model"],
+        model: Any = LOCAL,
         fallback_model: Any = None,
         from_status: str | None = None,
         to_status: str | None = None,
-        min_confidence: float = STEP["min_confidence"],
-        max_failure_rate: float = STEP["max_failure_rate"],
-        spot_check: float = STEP["spot_check"],
-        max_error_rate: float | None = STEP["max_error_rate"],
-        batch_size: int = STEP["batch_size"],
-        max_concurrency: int = STEP["max_concurrency"],
-        breaker_threshold: int = STEP["breaker_threshold"],
-        breaker_cooldown: float = STEP["breaker_cooldown"],
-        call_timeout: float = STEP["call_timeout"],
-        max_attempts: int = RETRY["max_attempts"],
-        backoff_base: float = RETRY["backoff_base"],
-        backoff_max: float = RETRY["backoff_max"],
-        max_retry_after: float = RETRY["max_retry_after"],
-        confidence_method: str = STEP["confidence_method"],
-        samples: int = STEP["samples"],
-        repair_attempts: int = STEP["repair_attempts"],
-        items_per_call: int | str = STEP["items_per_call"],
+        min_confidence: float = DEFAULTS.min_confidence,
+        max_failure_rate: float = DEFAULTS.max_failure_rate,
+        spot_check: float = DEFAULTS.spot_check,
+        max_error_rate: float | None = DEFAULTS.max_error_rate,
+        batch_size: int = DEFAULTS.batch_size,
+        max_concurrency: int = DEFAULTS.max_concurrency,
+        breaker_threshold: int = DEFAULTS.breaker_threshold,
+        breaker_cooldown: float = DEFAULTS.breaker_cooldown,
+        call_timeout: float = DEFAULTS.call_timeout,
+        max_attempts: int = RETRY.max_attempts,
+        backoff_base: float = RETRY.backoff_base,
+        backoff_max: float = RETRY.backoff_max,
+        max_retry_after: float = RETRY.max_retry_after,
+        confidence_method: str = DEFAULTS.confidence_method,
+        samples: int = DEFAULTS.samples,
+        repair_attempts: int = DEFAULTS.repair_attempts,
+        items_per_call: int | str = 1,
         shard: Any = None,
-        lease_seconds: float = STEP["lease_seconds"],
+        lease_seconds: float = DEFAULTS.lease_seconds,
         run_id: str = "{{ run_id }}",
         ledger_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         if not kwargs.get("doc_md"):
             kwargs["doc_md"] = _default_doc(fallback_model is not None, max_failure_rate)
-        # A DAG with a setting no run could use fails to parse, naming it.
-        check_step_settings(
-            min_confidence=min_confidence,
-            max_failure_rate=max_failure_rate,
-            batch_size=batch_size,
-            max_concurrency=max_concurrency,
-            items_per_call=items_per_call,
-            lease_seconds=lease_seconds,
-            spot_check=spot_check,
-            max_error_rate=max_error_rate,
-        )
+        # A DAG with a setting no run could use fails to parse, naming it (StepSettings checks each).
+        settings = StepSettings.of(locals())
+        check_items_per_call(items_per_call)
         super().__init__(workflow=workflow, ledger_conn_id=ledger_conn_id, **kwargs)
-        self.spot_check = spot_check
-        self.max_error_rate = max_error_rate
+        self.settings = settings
         self.ai_task = ai_task
         self.model = model
         self.fallback_model = fallback_model
         self.from_status = from_status
         self.to_status = to_status
-        self.min_confidence = min_confidence
-        self.max_failure_rate = max_failure_rate
-        self.batch_size = batch_size
-        self.max_concurrency = max_concurrency
-        self.breaker_threshold = breaker_threshold
-        self.breaker_cooldown = breaker_cooldown
-        self.call_timeout = call_timeout
-        self.max_attempts = max_attempts
-        self.backoff_base = backoff_base
-        self.backoff_max = backoff_max
-        self.max_retry_after = max_retry_after
-        self.confidence_method = confidence_method
-        self.samples = samples
-        self.repair_attempts = repair_attempts
         self.items_per_call = items_per_call
         self.shard = shard
-        self.lease_seconds = lease_seconds
         self.run_id = run_id
 
     def execute(self, context: Context) -> dict[str, Any]:
@@ -271,29 +246,11 @@ class AIStepOperator(LedgerStepOperator):
             to_status=self.to_status,
             model=self.model or "local",
             fallback_model=or_none(self.fallback_model),
-            min_confidence=self.min_confidence,
-            max_failure_rate=self.max_failure_rate,
-            spot_check=self.spot_check,
-            max_error_rate=self.max_error_rate,
-            batch_size=self.batch_size,
-            max_concurrency=self.max_concurrency,
-            breaker_threshold=self.breaker_threshold,
-            breaker_cooldown=self.breaker_cooldown,
-            call_timeout=self.call_timeout,
-            retry=RetryPolicy(
-                max_attempts=self.max_attempts,
-                backoff_base=self.backoff_base,
-                backoff_max=self.backoff_max,
-                max_retry_after=self.max_retry_after,
-            ),
-            confidence_method=self.confidence_method,
-            samples=self.samples,
-            repair_attempts=self.repair_attempts,
+            settings=self.settings,
             items_per_call=items_per_call,
             step=self.task_id,
             holder=holder,
             shard=self.shard,
-            lease_seconds=float(self.lease_seconds),
         )
         ledger = self.ledger(context)
         # What its answers must be, for the API server to check a reviewer's correction of one.

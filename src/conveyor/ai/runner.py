@@ -91,8 +91,8 @@ class AIStepRunner:
                 status=config.from_status,
                 step=config.step,
                 holder=config.holder,
-                batch_size=config.batch_size,
-                lease_seconds=config.lease_seconds,
+                batch_size=config.settings.batch_size,
+                lease_seconds=config.settings.lease_seconds,
                 poll_interval=config.sibling_poll_interval,
             )
         self.committer = ChunkCommitter(ledger, config, self.claims)
@@ -166,14 +166,14 @@ class AIStepRunner:
             f"{len(ids)} item(s)" if ids is not None else f"shard {c.shard!r} ({c.holder}) claiming item(s)",
             c.run_id,
             c.from_status,
-            c.batch_size,
+            c.settings.batch_size,
             self.primary.key,
             f", fallback {self.fallback.key}" if self.fallback else "",
         )
         committing: asyncio.Task[None] | None = None
         breaker: BreakerOpen | None = None
         hashed = self.models.hashed
-        chunks = list(_chunks(ids, c.batch_size)) if ids is not None else []
+        chunks = list(_chunks(ids, c.settings.batch_size)) if ids is not None else []
 
         async def claimed_first() -> list[ItemView] | None:
             return first
@@ -279,7 +279,7 @@ class AIStepRunner:
         handled = self.stats["handled"]
         failed = sum(self.failures.values())
         rate = failed / handled if handled else 0.0
-        if rate > c.max_failure_rate:
+        if rate > c.settings.max_failure_rate:
             retryable = bool(self.deferred)
             left = (
                 f"; {len(self.deferred)} item(s) whose calls kept failing stay in {c.from_status!r} for the retry"
@@ -288,7 +288,7 @@ class AIStepRunner:
             )
             raise AIStepFailed(
                 f"{failed} of {handled} item(s) failed "
-                f"({rate:.0%}, above max_failure_rate {c.max_failure_rate:.0%}): "
+                f"({rate:.0%}, above max_failure_rate {c.settings.max_failure_rate:.0%}): "
                 f"{', '.join(f'{n} {code}' for code, n in self.failures.most_common())}{left}",
                 summary=self.summary(started),
                 retryable=retryable,
@@ -322,7 +322,7 @@ class AIStepRunner:
             passed=self.stats["passed"],
             review=self.stats["review"],
             spot_checked=self.stats["spot_checked"],
-            spot_check=c.spot_check,
+            spot_check=c.settings.spot_check,
             spot_seed=c.seed,
             failed=sum(self.failures.values()),
             review_reasons=dict(self.reasons.most_common()),

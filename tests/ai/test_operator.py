@@ -159,3 +159,10 @@ def test_the_operator_defaults_are_the_settings_and_a_wrong_setting_fails_the_da
             AIStepOperator(task_id="a", workflow="supplier_exceptions", ai_task=CLASSIFY_EXCEPTION, **{setting: value})
     # A template is checked once rendered, in the run.
     AIStepOperator(task_id="a", workflow="supplier_exceptions", ai_task=CLASSIFY_EXCEPTION, items_per_call="{{ x }}")
+    # A cluster policy (or a test) sets a tunable on the task: the settings the run reads change, checked.
+    assert (op.min_confidence, op.max_attempts, op.spot_check) == (0.9, 2, StepSettings().spot_check)
+    op.spot_check, op.max_attempts = 0.5, 4
+    assert op.settings == StepSettings(min_confidence=0.9, spot_check=0.5, retry=RetryPolicy(max_attempts=4))
+    with pytest.raises(ValueError, match="batch_size must be"):
+        op.batch_size = 0
+    assert op.settings.batch_size == StepSettings().batch_size

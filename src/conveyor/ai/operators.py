@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from conveyor.ai.models.resolve import LOCAL
-from conveyor.ai.step_config import DEFAULTS, StepConfig, StepSettings, check_items_per_call
+from conveyor.ai.step_config import DEFAULTS, RETRY_FIELDS, TUNABLES, StepConfig, StepSettings, check_items_per_call
 from conveyor.ledger_step import LedgerStepOperator
 
 if TYPE_CHECKING:
@@ -267,3 +267,20 @@ class AIStepOperator(LedgerStepOperator):
             raise AirflowFailException(str(exc)) from None
         self.log.info("AI step summary: %s", summary)
         return summary
+
+
+def _tunable(name: str) -> property:
+    """``task.<name>`` reads and writes the task's StepSettings: a cluster policy (or a test) that sets
+    ``task.spot_check = 0.9`` changes what the run uses, checked like the keyword argument."""
+
+    def get(self: AIStepOperator) -> Any:
+        return getattr(self.settings.retry if name in RETRY_FIELDS else self.settings, name)
+
+    def put(self: AIStepOperator, value: Any) -> None:
+        self.settings = self.settings.replace(**{name: value})
+
+    return property(get, put, doc=f"The step's ``{name}`` (held in :attr:`AIStepOperator.settings`).")
+
+
+for _name in sorted(TUNABLES):
+    setattr(AIStepOperator, _name, _tunable(_name))

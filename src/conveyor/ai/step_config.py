@@ -61,6 +61,13 @@ class StepSettings:
             raise ValueError(f"lease_seconds must be positive, got {self.lease_seconds!r}")
         check_settings(self.spot_check, self.max_error_rate)
 
+    def replace(self, **changes: Any) -> StepSettings:
+        """These settings with ``changes`` (RetryPolicy's fields among them by name), checked again."""
+        retry = {name: changes.pop(name) for name in list(changes) if name in RETRY_FIELDS}
+        if retry:
+            changes["retry"] = dataclasses.replace(changes.get("retry", self.retry), **retry)
+        return dataclasses.replace(self, **changes)
+
     @classmethod
     def of(cls, values: Mapping[str, Any]) -> StepSettings:
         """The settings among ``values`` (the operator's parameters by name, RetryPolicy's among them);
@@ -75,6 +82,9 @@ def _picked(cls: type, values: Mapping[str, Any]) -> dict[str, Any]:
 
 #: Every tunable's default, for the operator's signature.
 DEFAULTS = StepSettings()
+#: The tunables by the operator's names: StepSettings' own and its RetryPolicy's.
+RETRY_FIELDS = frozenset(f.name for f in dataclasses.fields(RetryPolicy))
+TUNABLES = frozenset(f.name for f in dataclasses.fields(StepSettings) if f.name != "retry") | RETRY_FIELDS
 
 
 def check_items_per_call(value: int | str) -> None:

@@ -16,10 +16,15 @@ from fastapi.responses import RedirectResponse, Response
 #: file name -> media type; nothing else is served.
 STATIC_FILES: dict[str, str] = {
     "index.html": "text/html; charset=utf-8",
-    "review.js": "text/javascript; charset=utf-8",
     "review_kit.js": "text/javascript; charset=utf-8",
     "review_reasons.js": "text/javascript; charset=utf-8",
     "review_form.js": "text/javascript; charset=utf-8",
+    "review_page.js": "text/javascript; charset=utf-8",
+    "review_queue.js": "text/javascript; charset=utf-8",
+    "review_item.js": "text/javascript; charset=utf-8",
+    "review_decisions.js": "text/javascript; charset=utf-8",
+    "review_editor.js": "text/javascript; charset=utf-8",
+    "review.js": "text/javascript; charset=utf-8",
     "review.css": "text/css; charset=utf-8",
 }
 

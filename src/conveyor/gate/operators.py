@@ -5,17 +5,18 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-from conveyor.gate.readers import DEFAULT_CHUNK_SIZE
+from conveyor.gate.config import GateConfig, check_gate_settings
 from conveyor.ledger_step import LedgerStepOperator
+
+_N = TypeVar("_N", int, float)
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from conveyor.gate.config import GateConfig
     from conveyor.gate.results import GateSummary
     from conveyor.ledger.store import Ledger
     from conveyor.workflow import Workflow
@@ -123,35 +124,37 @@ class ValidationGateOperator(LedgerStepOperator):
         suite: str,
         source: str | None = None,
         sql: str | None = None,
-        conn_id: str = "postgres_default",
+        conn_id: str = GateConfig.conn_id,
         file_format: str | None = None,
         key_column: str | None = None,
         required_columns: Sequence[str] | None = None,
-        min_rows: int | str = 1,
+        min_rows: int | str = GateConfig.min_rows,
         freshness_column: str | None = None,
         max_age: timedelta | int | float | str | None = None,
-        max_exception_rate: float | str = 0.1,
-        chunk_size: int = DEFAULT_CHUNK_SIZE,
-        max_cell_chars: int = 100_000,
+        max_exception_rate: float | str = GateConfig.max_exception_rate,
+        chunk_size: int = GateConfig.chunk_size,
+        max_cell_chars: int = GateConfig.max_cell_chars,
         suite_parameters: Mapping[str, Any] | None = None,
         item_field: str | None = None,
         as_of: str | datetime | None = None,
         step: str | None = None,
         from_status: str | None = None,
         to_status: str | None = None,
-        on_repeat: str = "fail",
+        on_repeat: str = GateConfig.on_repeat,
         ledger_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
+        # A DAG with a setting no run could use fails to parse, naming it (GateConfig checks the same).
+        check_gate_settings(
+            source=source,
+            sql=sql,
+            min_rows=min_rows,
+            max_exception_rate=max_exception_rate,
+            chunk_size=chunk_size,
+            max_cell_chars=max_cell_chars,
+            on_repeat=on_repeat,
+        )
         super().__init__(workflow=workflow, ledger_conn_id=ledger_conn_id, **kwargs)
-        if not source and not sql:
-            raise ValueError("ValidationGateOperator needs source= (a file path or 'ledger') or sql=")
-        if source and sql:
-            raise ValueError("ValidationGateOperator takes source= or sql=, not both")
-        if isinstance(max_exception_rate, (int, float)) and not 0 <= max_exception_rate <= 1:
-            raise ValueError(f"max_exception_rate must be between 0 and 1, got {max_exception_rate}")
-        if on_repeat not in ("fail", "skip"):
-            raise ValueError(f"on_repeat must be 'fail' or 'skip', got {on_repeat!r}")
         self.suite = suite
         self.source = source
         self.sql = sql
@@ -232,9 +235,17 @@ class ValidationGateOperator(LedgerStepOperator):
             return open_gate(config, ledger, actor=task_actor(context)).run()
 
     def gate_config(self, context: Context) -> GateConfig:
-        """The runner's settings from the rendered parameters and the run's context."""
-        from conveyor.gate.config import GateConfig
+        """The runner's settings from the rendered parameters and the run's context.
 
+        A templated setting that rendered to something no run could use fails the task, naming it
+        (retrying cannot fix the DAG).
+        """
+        try:
+            return self._gate_config(context)
+        except ValueError as exc:
+            raise AirflowFailException(f"validation gate {self.task_id}: {exc}") from exc
+
+    def _gate_config(self, context: Context) -> GateConfig:
         return GateConfig(
             workflow=self.workflow,
             run_id=str(context["run_id"]),
@@ -246,10 +257,10 @@ class ValidationGateOperator(LedgerStepOperator):
             file_format=self.file_format,
             key_column=self.key_column,
             required_columns=self.required_columns,
-            min_rows=int(self.min_rows),
+            min_rows=_rendered("min_rows", self.min_rows, int),
             freshness_column=self.freshness_column,
             max_age=_as_timedelta(self.max_age),
-            max_exception_rate=float(self.max_exception_rate),
+            max_exception_rate=_rendered("max_exception_rate", self.max_exception_rate, float),
             chunk_size=self.chunk_size,
             max_cell_chars=self.max_cell_chars,
             suite_parameters=self.suite_parameters,
@@ -286,3 +297,11 @@ def _as_timedelta(value: Any) -> timedelta | None:
             return None
         value = float(value)
     return timedelta(days=float(value))
+
+
+def _rendered(name: str, value: Any, kind: type[_N]) -> _N:
+    try:
+        return kind(value)
+    except (TypeError, ValueError):
+        article = "an" if kind is int else "a"
+        raise ValueError(f"{name} must be {article} {kind.__name__}, got {value!r}") from None

@@ -77,15 +77,7 @@ class GateConfig:
     on_repeat: str = "fail"
 
     def __post_init__(self) -> None:
-        check_gate_settings(
-            source=self.source,
-            sql=self.sql,
-            min_rows=self.min_rows,
-            max_exception_rate=self.max_exception_rate,
-            chunk_size=self.chunk_size,
-            max_cell_chars=self.max_cell_chars,
-            on_repeat=self.on_repeat,
-        )
+        check_gate_settings(vars(self))
 
     @property
     def ledger_mode(self) -> bool:
@@ -119,28 +111,22 @@ class GateConfig:
         )
 
 
-def check_gate_settings(
-    *,
-    source: str | None,
-    sql: str | None,
-    min_rows: int | str,
-    max_exception_rate: float | str,
-    chunk_size: int,
-    max_cell_chars: int,
-    on_repeat: str,
-) -> None:
-    """Refuse a setting no run could use, naming it: the operator calls this when the DAG is parsed
-    (a value still a template is checked once rendered) and every :class:`GateConfig` again."""
+def check_gate_settings(values: Mapping[str, Any]) -> None:
+    """Refuse a setting no run could use, naming it: the operator calls this with its parameters
+    when the DAG is parsed (a value still a template is checked once rendered), every
+    :class:`GateConfig` with its fields."""
+    source, sql = values["source"], values["sql"]
     if not source and not sql:
         raise ValueError("ValidationGateOperator needs source= (a file path or 'ledger') or sql=")
     if source and sql:
         raise ValueError("ValidationGateOperator takes source= or sql=, not both")
-    if not isinstance(max_exception_rate, str) and not 0 <= max_exception_rate <= 1:
-        raise ValueError(f"max_exception_rate must be between 0 and 1, got {max_exception_rate!r}")
+    rate, min_rows = values["max_exception_rate"], values["min_rows"]
+    if not isinstance(rate, str) and not 0 <= rate <= 1:
+        raise ValueError(f"max_exception_rate must be between 0 and 1, got {rate!r}")
     if not isinstance(min_rows, str) and min_rows < 1:
         raise ValueError(f"min_rows must be at least 1 (an empty input always fails), got {min_rows!r}")
-    for name, value in (("chunk_size", chunk_size), ("max_cell_chars", max_cell_chars)):
-        if value < 1:
-            raise ValueError(f"{name} must be at least 1, got {value!r}")
-    if on_repeat not in ("fail", "skip"):
-        raise ValueError(f"on_repeat must be 'fail' or 'skip', got {on_repeat!r}")
+    for name in ("chunk_size", "max_cell_chars"):
+        if values[name] < 1:
+            raise ValueError(f"{name} must be at least 1, got {values[name]!r}")
+    if values["on_repeat"] not in ("fail", "skip"):
+        raise ValueError(f"on_repeat must be 'fail' or 'skip', got {values['on_repeat']!r}")

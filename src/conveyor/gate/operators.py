@@ -145,15 +145,7 @@ class ValidationGateOperator(LedgerStepOperator):
         **kwargs: Any,
     ) -> None:
         # A DAG with a setting no run could use fails to parse, naming it (GateConfig checks the same).
-        check_gate_settings(
-            source=source,
-            sql=sql,
-            min_rows=min_rows,
-            max_exception_rate=max_exception_rate,
-            chunk_size=chunk_size,
-            max_cell_chars=max_cell_chars,
-            on_repeat=on_repeat,
-        )
+        check_gate_settings(locals())
         super().__init__(workflow=workflow, ledger_conn_id=ledger_conn_id, **kwargs)
         self.suite = suite
         self.source = source

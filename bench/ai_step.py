@@ -74,7 +74,7 @@ def run_llm(ledger, server, run_id: str, count: int, batch_size: int, latency: f
     started = time.perf_counter()
     runner = AIStepRunner(
         ledger,
-        StepConfig(workflow="supplier_exceptions", run_id=run_id, task=CLASSIFY_EXCEPTION, actor="bench", **config),
+        StepConfig.of(workflow="supplier_exceptions", run_id=run_id, task=CLASSIFY_EXCEPTION, actor="bench", **config),
     )
     setup = time.perf_counter() - started  # connection lookup and model construction, once per task
     started = time.perf_counter()
@@ -214,7 +214,7 @@ def bench_local(ledger, count: int, batch_size: int) -> None:
     started = time.perf_counter()
     summary = run_step(
         ledger,
-        StepConfig(
+        StepConfig.of(
             workflow="supplier_exceptions",
             run_id="local",
             task=CLASSIFY_EXCEPTION,

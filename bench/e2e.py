@@ -103,7 +103,7 @@ def ai(run_id: str) -> dict:
 
     summary = run_step(
         Ledger(),
-        StepConfig(workflow=WF, run_id=run_id, task=CLASSIFY_EXCEPTION, actor=f"{WF}.classify#1",
+        StepConfig.of(workflow=WF, run_id=run_id, task=CLASSIFY_EXCEPTION, actor=f"{WF}.classify#1",
                    batch_size=5000, min_confidence=0.5),
     )  # fmt: skip
     return {"items": summary["items"], "passed": summary["passed"], "review": summary["review"]}

@@ -39,7 +39,7 @@ def one_run(ledger, run_id: str, items: int, share: float, batch_size: int) -> d
     started, cpu = time.perf_counter(), time.process_time()
     summary = run_step(
         ledger,
-        StepConfig(workflow="supplier_exceptions", run_id=run_id, task=CLASSIFY_EXCEPTION, actor="bench",
+        StepConfig.of(workflow="supplier_exceptions", run_id=run_id, task=CLASSIFY_EXCEPTION, actor="bench",
                    batch_size=batch_size, spot_check=share, max_error_rate=0.05 if share else None),
     )  # fmt: skip
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu

@@ -34,9 +34,9 @@ def test_every_module_on_the_api_server_or_the_stack_is_in_its_unit() -> None:
         f"remove: {sorted(set(scheduling.API_SERVER_UNITS) - api_modules)}"
     )
     assert len(set(scheduling.API_SERVER_UNITS.values())) == 2
-    # Each stack unit starts one stack; every stack module is one of three units.
+    # Each stack unit starts one stack; every stack module is one of two units.
     stack_units = {scheduling.unit_of(module) for module in used["stack"]}
-    assert len(stack_units) == 3, stack_units
+    assert len(stack_units) == 2, stack_units
 
 
 def test_first_names_only_units_that_exist() -> None:

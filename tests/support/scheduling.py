@@ -20,10 +20,20 @@ if TYPE_CHECKING:
     import pytest
 
 #: Test modules that run as one unit of work (module path -> unit name). Each unit that uses the
-#: ``stack`` fixture starts a native stack of its own on its worker: three stacks run side by side.
+#: ``stack`` fixture starts a native stack of its own on its worker: two stacks, never more (a third
+#: cost a minute of CPU to start and kept a 2-core machine at a load of 10; an API call then waited
+#: over 30 s). The intake tests go with the faults, not with test_deployment: they unpause the
+#: bundled DAGs, and test_deployment's first run is the scheduled run a *fresh* deployment makes.
+#: Seconds measured with ``--durations=0`` on a quiet machine, 2026-12-07.
 UNITS: dict[str, str] = {
-    "tests/deploy/test_stack.py": "stack: smoke and intake",
-    "tests/deploy/test_intake_names.py": "stack: smoke and intake",
+    **dict.fromkeys((
+        "tests/deploy/test_faults.py",  # 355 s with the stack's start
+        "tests/deploy/test_intake_names.py",  # 82 s
+    ), "stack: faults and intake names"),
+    **dict.fromkeys((
+        "tests/deploy/test_deployment.py",  # 235 s with the stack's start
+        "tests/deploy/test_stack.py",  # 61 s
+    ), "stack: a fresh deployment and the harness"),
 }
 
 #: The modules that use the session's API server (the ``api_server`` fixture), in two units: every
@@ -55,12 +65,11 @@ API_SERVER_UNITS: dict[str, str] = {
 #: Units started before all others, longest first (module path or unit name); measured with
 #: ``./scripts/test --durations=0``.
 FIRST: tuple[str, ...] = (
-    "tests/deploy/test_faults.py",
+    "stack: faults and intake names",
     "API server: invoices and the review page",
     "API server: suppliers and the review day",
+    "stack: a fresh deployment and the harness",
     "tests/packaging/test_wheel.py",
-    "tests/deploy/test_deployment.py",
-    "stack: smoke and intake",
     "tests/quickstart/test_ui.py",
     "tests/deploy/test_init_script.py",
     "tests/dags/test_integrity.py",

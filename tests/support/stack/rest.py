@@ -6,6 +6,7 @@ any client would; nothing reads the metadata DB directly.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
@@ -68,7 +69,15 @@ class StackApi:
         self._clients.clear()
 
     def _call(self, method: str, path: str, *, ok: Collection[int] = (200,), **kwargs: Any) -> Any:
-        response = self.client().request(method, path, **kwargs)
+        try:
+            response = self.client().request(method, path, **kwargs)
+        except httpx.TimeoutException as slow:
+            # Not retried: an API server that takes 30 s to answer is the fault; the error says what
+            # it and the machine were doing, so the next one can be found at its cause.
+            raise StackError(
+                f"{method} {path}: no answer in 30 s ({slow!r}); load average {os.getloadavg()}\n"
+                f"{self._server_log()}"
+            ) from slow
         if response.status_code not in ok:
             detail = f"\n{self._server_log()}" if response.status_code >= 500 else ""
             raise StackError(f"{method} {path}: {response.status_code} {response.text[:2000]}{detail}")

@@ -24,13 +24,28 @@ GatedField = Literal["payload", "ai_result"]
 @dataclass(frozen=True)
 class ColumnContract:
     """One typed column of a suite: ``type`` is ``string``, ``number``, ``integer``, ``boolean`` or
-    ``date``; ``format`` is a date's strftime form (None: ISO 8601)."""
+    ``date``; ``format`` is a date's strftime form (None: ISO 8601); a number's ``currency`` (an ISO
+    code) or ``currency_column`` (the field holding each item's code) says which currency sign a
+    person may type with it."""
 
     type: str = "string"
     format: str | None = None
+    currency: str | None = None
+    currency_column: str | None = None
 
     def as_json(self) -> dict[str, Any]:
-        return {"type": self.type, **({"format": self.format} if self.format else {})}
+        optional = {"format": self.format, "currency": self.currency, "currency_column": self.currency_column}
+        return {"type": self.type, **{key: value for key, value in optional.items() if value}}
+
+    @classmethod
+    def from_json(cls, spec: Mapping[str, Any]) -> ColumnContract:
+        return cls(str(spec.get("type") or "string"), spec.get("format") or None,
+                   spec.get("currency") or None, spec.get("currency_column") or None)
+
+    def currency_of(self, row: Mapping[str, Any]) -> str | None:
+        """The item's currency code, as the column declares it (None: none declared or none held)."""
+        held = row.get(self.currency_column) if self.currency_column else None
+        return str(held) if isinstance(held, str) and held.strip() else self.currency
 
 
 @dataclass(frozen=True)
@@ -54,7 +69,7 @@ class InputContract:
         columns = data.get("columns")
         return cls(
             columns={
-                str(name): ColumnContract(str(spec.get("type") or "string"), spec.get("format") or None)
+                str(name): ColumnContract.from_json(spec)
                 for name, spec in (columns.items() if isinstance(columns, Mapping) else ())
                 if isinstance(spec, Mapping)
             },

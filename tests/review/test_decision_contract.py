@@ -99,16 +99,27 @@ def test_a_text_amount_is_coerced_to_the_number_the_gate_reads(rita, ledger, gat
     assert diff == [{"field": "amount", "before": "12,50", "after": 1936.4}]
 
 
+def test_an_amount_typed_as_printed_on_a_euro_invoice_is_read_in_the_items_currency(rita, ledger, gated):
+    """The suite declares amount's currency_column: the row's EUR is the one sign a person may type."""
+    done = rita.post(item_url(gated[4], "/decision"), json={"action": "correct", "changes": {"amount": "1.936,40 €"}})
+    assert done.status_code == 200, done.text
+    assert ledger.get(gated[4]).payload["amount"] == 1936.4
+    assert ledger.history(gated[4])[-1].detail["changes"] == [{"field": "amount", "before": "12,50", "after": 1936.4}]
+
+
 @pytest.mark.parametrize(
     ("changes", "words"),
     [
         ({"amount": "twelve"}, ["amount", "a number"]),
+        ({"amount": "R$ 1.936,40"}, ["amount", "'R$'", "in EUR", "unconverted"]),
+        ({"amount": "1,936"}, ["amount", "could be 1936 or 1.936"]),
         ({"quantity_ordered": 2.5}, ["quantity_ordered", "a whole number"]),
         ({"exception_date": "20/11/2026"}, ["exception_date", "a date"]),
         ({"colour": "blue"}, ["unknown field", "'colour'"]),
         ({"notes": "x" * 70_000}, ["'notes'", "at most 65,536"]),
     ],
-    ids=["text-for-number", "fraction-for-integer", "wrong-date-form", "unknown-field", "oversized"],
+    ids=["text-for-number", "another-currency", "ambiguous-comma", "fraction-for-integer", "wrong-date-form",
+         "unknown-field", "oversized"],
 )
 def test_a_correction_that_breaks_the_contract_is_refused_naming_the_field(rita, ledger, gated, changes, words):
     refused = rita.post(item_url(gated[2], "/decision"), json={"action": "correct", "changes": changes})

@@ -102,13 +102,13 @@ def test_a_one_field_correction_is_a_form_with_the_failing_field_focused(api_ser
         assert page.evaluate("document.activeElement.id") == "field-amount"
         assert page.is_visible("#field-supplier_name") and not page.is_visible("#editor-text")
         assert page.get_attribute("#field-amount", "inputmode") == "decimal"
-        keys.type("12.5")
+        keys.type("1.936,40")  # as printed on the invoice: read as the number, in the row's EUR
         page.screenshot(path=str(SHOTS / "field-form.png"))
         keys.press("Enter")
         result_says(page, "corrected")
         assert keys.count <= 10, keys.count
         item = ledger.get(gated[4])
-        assert item.status == "corrected" and item.payload["amount"] == 12.5  # a number, not the text
+        assert item.status == "corrected" and item.payload["amount"] == 1936.4  # a number, not the text
         assert item.payload["supplier_name"] == "Acme"  # the other fields stay as they were
 
         # The empty supplier: e, the id, Enter (10 keys); Approve was off, saying why, before.

@@ -83,7 +83,10 @@ def contract_of(suite: GateSuite) -> InputContract:
 
     :param suite: the loaded suite.
     """
-    columns = {name: ColumnContract(spec.kind, spec.format or None) for name, spec in suite.columns.items()}
+    columns = {
+        name: ColumnContract(spec.kind, spec.format or None, spec.currency, spec.currency_column)
+        for name, spec in suite.columns.items()
+    }
     overrides = overrides_of(suite)
     required: list[str] = []
     for exp in suite.expectations:

@@ -7,7 +7,8 @@ whose ``meta.conveyor`` section tells the gate how to read the input:
 
     {"meta": {"conveyor": {
         "key_column": "exception_id",
-        "columns": {"exception_id": "string", "amount": "number", "quantity": "integer",
+        "columns": {"exception_id": "string", "amount": {"type": "number", "currency_column": "currency"},
+                    "currency": "string", "quantity": "integer",
                     "exception_date": {"type": "date", "format": "%Y-%m-%d"}},
         "required_columns": ["exception_id", "amount"],
         "freshness_column": "exception_date",
@@ -20,7 +21,9 @@ whose ``meta.conveyor`` section tells the gate how to read the input:
 
 * ``columns``: every expected column and its type (``string``, ``number``, ``integer``, ``date``,
   ``datetime``). A value that does not parse as its type is a row-level failure; the parsed
-  values are what the expectations see.
+  values are what the expectations see. A number may declare its ``currency`` (an ISO code) or a
+  ``currency_column``: a reviewer's correction may then carry that currency's sign
+  (:mod:`conveyor.review.numbers`); the feed's values never may.
 * ``parameters``: values for the suite's ``{"$PARAMETER": name}`` placeholders, computed per run:
   dates relative to the run's date (``as_of_minus_days``/``as_of_plus_days``), the values of a
   column of a CSV file under ``include/``, or a literal ``value``.
@@ -60,11 +63,15 @@ class ColumnSpec:
     :param name: the column name.
     :param kind: ``string``, ``number``, ``integer``, ``date`` or ``datetime``.
     :param format: the strftime format of ``date``/``datetime`` text (``ISO8601`` for any ISO form).
+    :param currency: a number's ISO currency code: the sign a reviewer may type with a correction.
+    :param currency_column: the column holding each row's currency code (instead of ``currency``).
     """
 
     name: str
     kind: str = "string"
     format: str | None = None
+    currency: str | None = None
+    currency_column: str | None = None
 
     @property
     def is_text(self) -> bool:
@@ -250,15 +257,25 @@ def parse_suite(raw: Mapping[str, Any], path: Path) -> GateSuite:
 def _column_specs(declared: Mapping[str, Any], *, suite: str) -> dict[str, ColumnSpec]:
     specs: dict[str, ColumnSpec] = {}
     for column, spec in declared.items():
-        kind, fmt = (
-            (spec, None) if isinstance(spec, str) else (spec.get("type", "string"), spec.get("format"))
-        )
+        options: Mapping[str, Any] = {"type": spec} if isinstance(spec, str) else spec
+        kind = options.get("type", "string")
         if kind not in COLUMN_TYPES:
             raise SuiteError(
                 f"suite {suite!r}: column {column!r} has unknown type {kind!r}; "
                 f"use one of {', '.join(sorted(COLUMN_TYPES))}"
             )
-        specs[column] = ColumnSpec(column, kind, fmt or DEFAULT_DATE_FORMATS.get(kind))
+        currency, currency_column = options.get("currency"), options.get("currency_column")
+        if (currency or currency_column) and kind != "number":
+            raise SuiteError(f"suite {suite!r}: column {column!r} declares a currency but is {kind!r}, not a number")
+        if currency is not None and not (isinstance(currency, str) and len(currency) == 3 and currency.isalpha()):
+            raise SuiteError(f"suite {suite!r}: column {column!r} has currency {currency!r}; use an ISO code (EUR)")
+        if currency_column is not None and currency_column not in declared:
+            raise SuiteError(
+                f"suite {suite!r}: column {column!r} reads its currency from {currency_column!r}, "
+                "which the suite does not declare"
+            )
+        specs[column] = ColumnSpec(column, kind, options.get("format") or DEFAULT_DATE_FORMATS.get(kind),
+                                   currency.upper() if currency else None, currency_column)
     return specs
 
 

@@ -71,7 +71,7 @@ def contract_problems(data: Mapping[str, Any] | None, contract: InputContract | 
         if value is None or name in {b.field for b in found}:
             continue
         try:
-            typed = coerce_value(name, value, column)
+            typed = coerce_value(name, value, column, data)
         except ValueError as exc:
             found.append(_correction(name, f"{exc}: correct it"))
             continue

@@ -24,6 +24,7 @@ from typing import Any
 
 from conveyor.quarantine import ColumnContract, InputContract
 from conveyor.review.errors import InvalidDecision
+from conveyor.review.numbers import NotANumber, typed_number
 
 #: The largest value one corrected field may hold, as JSON (a note, not a file).
 MAX_VALUE_BYTES = 64 * 1024
@@ -84,12 +85,15 @@ def check_values(changes: Mapping[str, Any]) -> None:
             )
 
 
-def coerce_value(name: str, value: Any, column: ColumnContract) -> Any:
+def coerce_value(name: str, value: Any, column: ColumnContract, row: Mapping[str, Any] | None = None) -> Any:
     """``value`` as the type the gate reads for column ``name``; raises :class:`InvalidDecision`.
 
     :param name: the field, for the message.
     :param value: what the reviewer sent (None stays None: the gate's required checks judge it).
-    :param column: the contract's column (its type, and a date's format).
+        A number may be typed as people write one (``1.936,40``, ``R$ 1.936,40`` in the item's
+        currency: :func:`conveyor.review.numbers.typed_number`).
+    :param column: the contract's column (its type, a date's format, a number's currency).
+    :param row: the item's fields as they will be (where a ``currency_column`` is read).
     """
     kind = column.type or "string"
     if value is None:
@@ -105,6 +109,11 @@ def coerce_value(name: str, value: Any, column: ColumnContract) -> Any:
             number = float(value)
         elif isinstance(value, str) and _NUMBER.fullmatch(value):
             number = float(value)
+        elif isinstance(value, str):
+            try:
+                number = typed_number(value, column.currency_of(row or {}))
+            except NotANumber as why:
+                raise InvalidDecision(f"{name} expects {expected}: {value.strip()[:80]!r} {why}") from None
         if number is None or not math.isfinite(number):
             raise InvalidDecision(f"{name} expects {expected}, got {json.dumps(value)[:80]}")
         if kind == "integer":
@@ -160,4 +169,5 @@ def coerce_changes(
             f"unknown field(s) {', '.join(repr(k) for k in unknown)}: the gate's contract has "
             f"{', '.join(sorted(columns))}; nothing was changed"
         )
-    return {k: coerce_value(k, v, columns[k]) if k in columns else v for k, v in changes.items()}
+    row = {**held, **changes}  # a correction may fix the currency and the amount together
+    return {k: coerce_value(k, v, columns[k], row) if k in columns else v for k, v in changes.items()}

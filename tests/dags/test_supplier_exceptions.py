@@ -228,7 +228,7 @@ def test_a_row_corrected_during_the_review_is_validated_again_and_published_in_t
     assert {k: detail[k] for k in ("gate", "suite", "field")} == {
         "gate": "validate", "suite": "supplier_exceptions", "field": "payload"}
     assert detail["checks"] and all("waivable" in c for c in detail["checks"])
-    assert detail["contract"]["columns"]["amount"] == {"type": "number"}
+    assert detail["contract"]["columns"]["amount"] == {"type": "number", "currency_column": "currency"}
     assert history[2].actor == "reviewer:rita"
     assert history[2].detail["changes"][0]["field"] == "amount"
     assert history[2].detail["changes"][0]["after"] == -1.0

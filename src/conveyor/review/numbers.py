@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import re
 
+from conveyor.errors import ReviewError
+
 #: Signs a person may type for a currency (the ISO code is always accepted too).
 CURRENCY_SIGNS: dict[str, tuple[str, ...]] = {
     "EUR": ("€",), "USD": ("$", "US$"), "GBP": ("£",), "BRL": ("R$",), "JPY": ("¥",), "CNY": ("¥", "CN¥"),
@@ -39,8 +41,9 @@ _AMBIGUOUS = re.compile(r"[0-9]{1,3},[0-9]{3}")
 _SIGN_OR_CODE = re.compile(r"^(?P<lead>[^\s0-9+\-−.,]+)?\s*(?P<body>.*?)\s*(?P<trail>[^\s0-9.,]+)?$")
 
 
-class NotANumber(ValueError):
-    """What a person typed is not a number this reader is sure of; the message says why, for the field."""
+class NotANumber(ReviewError, ValueError):
+    """What a person typed is not a number this reader is sure of; the message says why, for the field
+    (:func:`conveyor.review.coercion.coerce_value` puts the field's name in front)."""
 
 
 def typed_number(text: str, currency: str | None = None) -> float:

@@ -11,24 +11,34 @@ environment's own ``airflow`` and ``conveyor`` commands:
 3. the provider and its ``[conveyor]`` config section are known (``airflow providers list``,
    ``airflow config get-value conveyor ledger_conn_id``);
 4. every bundled DAG parses from the project, with no import error;
-5. one bundled DAG (``inspection_notes``) runs end to end with ``airflow dags test``, a person
-   (this script, through the library's review queue) rejecting what waits for review.
+5. the plugin's review API answers on the environment's own ``airflow api-server`` (Airflow's
+   authentication in front of it: 401 without a token);
+6. one bundled DAG (``inspection_notes``) runs end to end with ``airflow dags test``, a person
+   (this script, through that review API) rejecting what waits for review.
 
 It prints one JSON line with what it saw and exits 0 only when every check held.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import quote
+
+import httpx  # a dependency of the package: the reviewer below is any HTTP client
+
+#: The smoke reviewer's password (simple auth manager).
+PASSWORD = "smoke-reviewer"
 
 #: Seconds each command took, in the order run (the report's ``seen.seconds``: where a slow smoke spends them).
 SECONDS: dict[str, float] = {}
@@ -57,6 +67,34 @@ def todays_notes(project: Path) -> Path:
         writer.writeheader()
         writer.writerows(rows)
     return target
+
+
+def start_api_server(bin_dir: Path, env: dict[str, str], project: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """The environment's ``airflow api-server`` on a free port, one simple-auth user ``smoke``."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    passwords = project / "simple_auth_passwords.json"
+    passwords.write_text(json.dumps({"smoke": PASSWORD}))
+    url = f"http://127.0.0.1:{port}"
+    server_env = {**env, "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "smoke:admin",
+                  "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
+                  "AIRFLOW__API_AUTH__JWT_SECRET": "conveyor-smoke", "AIRFLOW__API__BASE_URL": url}
+    server = subprocess.Popen(
+        [str(bin_dir / "airflow"), "api-server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
+        env=server_env, stdout=(project / "api-server.log").open("w"), stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    return server, url
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=20)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
 
 
 def main(project: Path, ledger_uri: str) -> int:
@@ -109,6 +147,7 @@ def main(project: Path, ledger_uri: str) -> int:
     checks["dags_parse"] = parsed.get("errors") == {} and {
         "supplier_exceptions", "invoice_processing", "inspection_notes", "workflow_health"} <= set(parsed["dags"])
 
+    api, api_url = start_api_server(bin_dir, env, project)
     notes = todays_notes(project)
     started = time.monotonic()
     test = subprocess.Popen(
@@ -118,20 +157,28 @@ def main(project: Path, ledger_uri: str) -> int:
         env={**env, "PYTHONFAULTHANDLER": "1", "PYTHONUNBUFFERED": "1"},
         stdout=(project / "dags-test.log").open("w"), stderr=subprocess.STDOUT,
     )
-    rejected = 0
-    os.environ.update(env)  # this process plays the reviewer, through the installed library
-    from conveyor.ledger import Ledger
-    from conveyor.review.review_queue import ReviewQueue
-
+    rejected, unauthenticated = 0, None
+    reviewer: httpx.Client | None = None
     while test.poll() is None and time.monotonic() - started < 480:
         try:
-            queue = ReviewQueue(Ledger())
-            for entry in queue.list(workflows=["inspection_notes"], limit=100).entries:
-                queue.decide(entry.item.item_id, "reject", reviewer="smoke", comment="checked by the smoke test")
+            if reviewer is None:  # the API server may still be starting
+                unauthenticated = httpx.get(f"{api_url}/conveyor/api/review/queue", timeout=10).status_code
+                token = httpx.post(f"{api_url}/auth/token", json={"username": "smoke", "password": PASSWORD},
+                                   timeout=10).json()["access_token"]
+                reviewer = httpx.Client(base_url=api_url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+            queue = reviewer.get("/conveyor/api/review/queue", params={"workflow": "inspection_notes", "limit": 100})
+            queue.raise_for_status()
+            for entry in queue.json()["items"]:
+                decided = reviewer.post(f"/conveyor/api/review/items/{quote(entry['item_id'], safe='')}/decision",
+                                        json={"action": "reject", "comment": "checked by the smoke test"})
+                decided.raise_for_status()
                 rejected += 1
-        except Exception as exc:  # the ledger may not hold the workflow yet
-            seen["reviewer_note"] = str(exc)[:200]
+        except (httpx.HTTPError, KeyError, ValueError) as exc:  # not up yet, or the ledger holds no workflow yet
+            seen["reviewer_note"] = repr(exc)[:200]
         time.sleep(1)
+    if reviewer is not None:
+        reviewer.close()
+    stop(api)
     if test.poll() is None:
         seen["dag_test_timed_out"] = True
         test.send_signal(signal.SIGABRT)
@@ -140,7 +187,11 @@ def main(project: Path, ledger_uri: str) -> int:
         except subprocess.TimeoutExpired:
             test.kill()
     log = (project / "dags-test.log").read_text(errors="replace")
+    os.environ.update(env)
+    from conveyor.ledger import Ledger
+
     counts = Ledger().count_by_status(workflow="inspection_notes")
+    checks["review_api_behind_airflow_auth"] = unauthenticated == 401 and rejected > 0
     seen.update({"dag_test_rc": test.returncode, "rejected": rejected, "items": counts,
                  "seconds": {**SECONDS, "airflow dags test": round(time.monotonic() - started, 1)}})
     checks["dag_runs_end_to_end"] = (test.returncode == 0 and "state=success" in log

@@ -45,7 +45,7 @@ class ColumnContract:
     def currency_of(self, row: Mapping[str, Any]) -> str | None:
         """The item's currency code, as the column declares it (None: none declared or none held)."""
         held = row.get(self.currency_column) if self.currency_column else None
-        return str(held) if isinstance(held, str) and held.strip() else self.currency
+        return held if isinstance(held, str) and held.strip() else self.currency
 
 
 @dataclass(frozen=True)

@@ -30,15 +30,17 @@ CURRENCY_SIGNS: dict[str, tuple[str, ...]] = {
     "MXN": ("$", "MX$"), "SEK": ("kr",), "NOK": ("kr",), "DKK": ("kr",), "PLN": ("zł",),
 }
 _PLAIN = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")
-_GROUPED = (  # (pattern, thousands separator, decimal separator)
-    (re.compile(r"[0-9]{1,3}(?:\.[0-9]{3})+(?:,[0-9]+)?"), ".", ","),
-    (re.compile(r"[0-9]{1,3}(?:,[0-9]{3})+(?:\.[0-9]+)?"), ",", "."),
-    (re.compile(r"[0-9]{1,3}(?:[ \u00a0\u202f][0-9]{3})+(?:[,.][0-9]+)?"), " ", None),
-    (re.compile(r"[0-9]{1,3}(?:'[0-9]{3})+(?:\.[0-9]+)?"), "'", "."),
-)
+#: (a grouped spelling, its thousands separator): once that is taken out, the one separator left
+#: is the decimal one, whichever it is.
+_GROUPED = tuple((re.compile(pattern), re.compile(thousands)) for pattern, thousands in (
+    (r"[0-9]{1,3}(?:\.[0-9]{3})+(?:,[0-9]+)?", r"\."),
+    (r"[0-9]{1,3}(?:,[0-9]{3})+(?:\.[0-9]+)?", ","),
+    (r"[0-9]{1,3}(?:[ \u00a0\u202f][0-9]{3})+(?:[,.][0-9]+)?", "[ \u00a0\u202f]"),
+    (r"[0-9]{1,3}(?:'[0-9]{3})+(?:\.[0-9]+)?", "'"),
+))
 _COMMA_DECIMAL = re.compile(r"[0-9]+,[0-9]+")
 _AMBIGUOUS = re.compile(r"[0-9]{1,3},[0-9]{3}")
-_SIGN_OR_CODE = re.compile(r"^(?P<lead>[^\s0-9+\-−.,]+)?\s*(?P<body>.*?)\s*(?P<trail>[^\s0-9.,]+)?$")
+_SIGN_OR_CODE = re.compile(r"^(?P<lead>[^\s0-9+\-−.,]+)?\s*(?P<body>.*?)\s*(?P<trail>[^\s0-9.,]+)?$", re.S)
 
 
 class NotANumber(ReviewError, ValueError):
@@ -70,7 +72,7 @@ def typed_number(text: str, currency: str | None = None) -> float:
 
 def _without_currency(body: str, currency: str | None) -> str:
     parts = _SIGN_OR_CODE.match(body)
-    if parts is None:  # (the pattern matches any text; kept for the type checker)
+    if parts is None:  # (never: with re.S the pattern matches any text; for the type checker)
         return body
     marks = [m for m in (parts.group("lead"), parts.group("trail")) if m]
     if not marks:
@@ -99,10 +101,9 @@ def _unsigned(body: str) -> float:
     if _AMBIGUOUS.fullmatch(body):
         whole, _, tail = body.partition(",")
         raise NotANumber(f"{body!r} could be {whole}{tail} or {whole}.{tail}: type {whole}{tail} or {whole}.{tail}")
-    for pattern, thousands, decimal in _GROUPED:
+    for pattern, thousands in _GROUPED:
         if pattern.fullmatch(body):
-            digits = re.sub(r"[ \u00a0\u202f]" if thousands == " " else re.escape(thousands), "", body)
-            return float(digits.replace(decimal or ",", ".") if decimal != "." else digits)
+            return float(thousands.sub("", body).replace(",", "."))
     if _COMMA_DECIMAL.fullmatch(body):
         return float(body.replace(",", "."))
     raise NotANumber("is not a number")

@@ -75,7 +75,8 @@ class StackApi:
             # Not retried: an API server that takes 30 s to answer is the fault; the error says what
             # it and the machine were doing, so the next one can be found at its cause.
             raise StackError(
-                f"{method} {path}: no answer in 30 s ({slow!r}); load average {os.getloadavg()}\n"
+                f"{method} {path}: no answer in {self.client().timeout.read} s ({slow!r}); "
+                f"load average {os.getloadavg()}\n"
                 f"{self._server_log()}"
             ) from slow
         if response.status_code not in ok:

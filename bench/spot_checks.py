@@ -35,7 +35,7 @@ def one_run(ledger, run_id: str, items: int, share: float, batch_size: int) -> d
 
     seed(ledger, run_id, items)
     with ledger.connect() as conn:  # fresh statistics for every run alike (autovacuum is off here)
-        conn.execute("ANALYZE conveyor.items")
+        conn.execute("ANALYZE conveyor.item_states, conveyor.item_bodies")
     started, cpu = time.perf_counter(), time.process_time()
     summary = run_step(
         ledger,

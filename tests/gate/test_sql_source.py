@@ -47,7 +47,10 @@ def test_query_rows_become_the_same_items_as_the_csv_export(ledger, source_table
     assert summary.source.startswith("sql[gate_source]: SELECT * FROM gate_src.exceptions")
     from_sql = {i.item_id: i.payload for i in ledger.items(workflow=WORKFLOW, limit=None)}
     with ledger.connect() as conn:
-        conn.execute("TRUNCATE conveyor.items, conveyor.transitions, conveyor.batches, conveyor.gate_results")
+        conn.execute(
+            "TRUNCATE conveyor.item_states, conveyor.item_bodies, conveyor.transitions, conveyor.batches,"
+            " conveyor.gate_results"
+        )
     run_gate(ledger, SUPPLIER / "extract.csv", run_id="from-csv")
     from_csv = {i.item_id: i.payload for i in ledger.items(workflow=WORKFLOW, limit=None)}
     assert from_sql == from_csv

@@ -28,7 +28,7 @@ def failing_moves(ledger):
                 " END IF; RETURN NEW; END $$"
             )
             conn.execute(
-                "CREATE TRIGGER test_lost_lane BEFORE UPDATE ON conveyor.items"
+                "CREATE TRIGGER test_lost_lane BEFORE UPDATE ON conveyor.item_states"
                 " FOR EACH ROW EXECUTE FUNCTION conveyor.test_lost_lane()"
             )
         made.append(True)
@@ -40,7 +40,7 @@ def failing_moves(ledger):
 
 def heal(ledger) -> None:
     with ledger.connect() as conn:
-        conn.execute("DROP TRIGGER IF EXISTS test_lost_lane ON conveyor.items")
+        conn.execute("DROP TRIGGER IF EXISTS test_lost_lane ON conveyor.item_states")
         conn.execute("DROP FUNCTION IF EXISTS conveyor.test_lost_lane()")
 
 

@@ -116,7 +116,7 @@ def test_the_claim_reads_the_runs_items_by_index_when_statistics_say_none_wait(l
             " SELECT 'classify', 'supplier_exceptions:OLD-' || n, 'supplier_exceptions', 'h', 1, now()"
             " FROM generate_series(1, 20000) AS n"
         )
-        conn.execute("ANALYZE conveyor.items")
+        conn.execute("ANALYZE conveyor.item_states, conveyor.item_bodies")
         conn.execute("ANALYZE conveyor.step_leases")
     _seed(ledger, 2000, run_id="today")
     args = params(workflow=WF, run_id="today", status="received", step=STEP, holder=A1, limit=200,
@@ -125,6 +125,6 @@ def test_the_claim_reads_the_runs_items_by_index_when_statistics_say_none_wait(l
         (plan,) = conn.execute("EXPLAIN (FORMAT JSON) " + CLAIM, args).fetchone()
     nodes = list(plan_nodes(plan[0]["Plan"]))
     scans = [(n["Node Type"], n.get("Relation Name"), n.get("Index Name")) for n in nodes if "Scan" in n["Node Type"]]
-    assert not [s for s in scans if s[0] == "Seq Scan" and s[1] in ("items", "step_leases")], scans
-    assert ("items", "items_workflow_run_status") in [(s[1], s[2]) for s in scans], scans
+    assert not [s for s in scans if s[0] == "Seq Scan" and s[1] in ("item_states", "step_leases")], scans
+    assert ("item_states", "item_states_workflow_run_status") in [(s[1], s[2]) for s in scans], scans
     assert len(_claim(ledger, A1, limit=200, run_id="today").item_ids) == 200

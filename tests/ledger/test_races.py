@@ -104,7 +104,7 @@ def test_a_move_that_loses_a_deadlock_is_retried_in_lock_order_and_loses_nothing
         # it. It waits longer before checking for deadlocks, so the server picks the move's
         # statement as the victim.
         other.execute("SET deadlock_timeout = '10s'")
-        other.execute("SELECT 1 FROM conveyor.items WHERE item_id = %s FOR UPDATE", (second,))
+        other.execute("SELECT 1 FROM conveyor.item_states WHERE item_id = %s FOR UPDATE", (second,))
         moved: list = []
         mover = threading.Thread(
             target=lambda: moved.append(

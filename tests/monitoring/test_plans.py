@@ -36,7 +36,7 @@ def test_the_windows_and_the_histories_are_read_by_index_never_the_whole_log(led
             " ('received', 'validated', interval '1 minute'), ('validated', 'ai_processed', interval '5 minutes'),"
             " ('ai_processed', 'published', interval '2 hours')) AS s(f, t, d)"
         )
-        conn.execute("ANALYZE conveyor.items")
+        conn.execute("ANALYZE conveyor.item_states, conveyor.item_bodies")
         conn.execute("ANALYZE conveyor.transitions")
     as_of = datetime.now(UTC)
     flow = declaration(WF)

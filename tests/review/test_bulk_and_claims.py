@@ -162,7 +162,7 @@ def _seed_pending(ledger, n: int, run_id: str = "run-big") -> None:
             " md5(g::text), 'ai_processed' FROM generate_series(1, %s) AS g",
             (WF, WF, run_id, n),
         )
-        conn.execute("ANALYZE conveyor.items")
+        conn.execute("ANALYZE conveyor.item_states, conveyor.item_bodies")
 
 
 @pytest.mark.slow

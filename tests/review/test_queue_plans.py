@@ -21,7 +21,7 @@ def test_the_page_ordered_by_the_priority_field_never_scans_every_item(ledger):
             " SELECT 'plan_orders:OLD-' || n, 'plan_orders', 'OLD-' || n, 'run-' || (n / 1000), 'published',"
             " jsonb_build_object('amount', n), md5(n::text) FROM generate_series(1, 200000) AS n"
         )
-        conn.execute("ANALYZE conveyor.items")
+        conn.execute("ANALYZE conveyor.item_states, conveyor.item_bodies")
     keys = [f"NEW-{n}" for n in range(300)]
     route_to_review(
         ledger, PRIORITY.name, "run-new", pending=keys, payloads={k: {"amount": i} for i, k in enumerate(keys)}
@@ -57,7 +57,7 @@ def test_a_bulk_decision_by_filter_selects_its_items_by_index_however_many_items
             " md5(n::text) FROM generate_series(1, 100000) AS n, unnest(%s::text[]) AS w",
             ([wf, other],),
         )
-        conn.execute("ANALYZE conveyor.items")
+        conn.execute("ANALYZE conveyor.item_states, conveyor.item_bodies")
     route_to_review(ledger, wf, "run-today", pending=[f"P{n}" for n in range(200)], quarantined=["Q1", "Q2"])
     route_to_review(ledger, wf, "run-yesterday", pending=["Y1"])
     route_to_review(ledger, other, "run-today", quarantined=["INV-1"])

@@ -131,7 +131,7 @@ _EFFECT_COLUMNS = "e.item_id, e.step, e.state, e.result, e.claimed_by, e.claimed
 def read_outbox(conn: psycopg.Connection, workflow: str, run_id: str | None, limit: int) -> list[OutboxEntry]:
     """The workflow's effects, newest first.
 
-    With a run: the run's items' effects (index ``items_workflow_run_status``, then each effect by
+    With a run: the run's items' effects (index ``item_states_workflow_run_status``, then each effect by
     primary key) and the run's publication (by its key). Without: index ``effects_workflow_claimed``.
     """
     if run_id is not None:

@@ -63,7 +63,7 @@ _FREE = (
 CLAIM = f"""
 WITH picked AS (
     SELECT i.item_id
-    FROM conveyor.items i
+    FROM conveyor.item_states i
     WHERE i.workflow = %(workflow)s AND i.run_id = %(run_id)s AND i.status = %(status)s
       AND NOT EXISTS (
           SELECT 1 FROM conveyor.step_leases l

@@ -176,7 +176,7 @@ def items_query(
     columns: str = ITEM_COLUMNS,
 ) -> tuple[str, list[Any]]:
     """The query of :meth:`Ledger.items`: newest first, so that with a workflow and no run it reads
-    index ``items_workflow_newest`` in order and stops at the limit."""
+    index ``item_states_workflow_newest`` in order and stops at the limit."""
     where, params = filters(workflow, run_id, status)
     query = f"SELECT {columns} FROM conveyor.items{where} ORDER BY updated_at DESC, item_id"
     if limit is not None:

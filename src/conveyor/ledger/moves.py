@@ -24,27 +24,35 @@ DEADLOCK_RETRIES = 5
 
 
 # Optional per-item data of a move: (name, SQL array type, value of an ItemUpdate or None to keep,
-# SET clause). A column travels to the server only when some item of the chunk sets it, so the
-# common bulk move (ids only) stays a lean statement.
-_OPTIONAL_FIELDS: tuple[tuple[str, str, Callable[[ItemUpdate], Any], str], ...] = (
+# SET clause, the row it is written on). A column travels to the server only when some item of the
+# chunk sets it, so the common bulk move (ids only) stays a lean statement that writes the narrow
+# state row alone; the item's body (alias ``b``) is rewritten only by a move that carries new data.
+_OPTIONAL_FIELDS: tuple[tuple[str, str, Callable[[ItemUpdate], Any], str, str], ...] = (
     (
         "ai_result",
         "text",
         lambda u: None if u.ai_result is UNSET else canonical_json(u.ai_result),
-        "ai_result = COALESCE(src.ai_result::jsonb, i.ai_result)",
+        "ai_result = COALESCE(src.ai_result::jsonb, b.ai_result)",
+        "body",
     ),
-    ("confidence", "float8", lambda u: u.confidence, "confidence = COALESCE(src.confidence, i.confidence)"),
-    ("last_error", "text", lambda u: u.last_error, "last_error = COALESCE(src.last_error, i.last_error)"),
+    (
+        "confidence", "float8", lambda u: u.confidence, "confidence = COALESCE(src.confidence, b.confidence)", "body",
+    ),
+    ("last_error", "text", lambda u: u.last_error, "last_error = COALESCE(src.last_error, i.last_error)", "state"),
     (
         "payload",
         "text",
         lambda u: None if u.payload is None else canonical_json(u.payload),
-        "payload = COALESCE(src.payload::jsonb, i.payload), input_hash = CASE WHEN src.payload IS NULL"
-        " THEN i.input_hash ELSE encode(sha256(convert_to(src.payload, 'UTF8')), 'hex') END",
+        "payload = COALESCE(src.payload::jsonb, b.payload), input_hash = CASE WHEN src.payload IS NULL"
+        " THEN b.input_hash ELSE encode(sha256(convert_to(src.payload, 'UTF8')), 'hex') END",
+        "body",
     ),
-    ("review_target", "text", lambda u: u.review_target, "review_target = src.review_target"),
-    ("add_attempts", "int", lambda u: u.add_attempts or None, "attempts = i.attempts + COALESCE(src.add_attempts, 0)"),
-    ("reason", "text", lambda u: u.reason, "reason = src.reason"),
+    ("review_target", "text", lambda u: u.review_target, "review_target = src.review_target", "state"),
+    (
+        "add_attempts", "int", lambda u: u.add_attempts or None,
+        "attempts = i.attempts + COALESCE(src.add_attempts, 0)", "state",
+    ),
+    ("reason", "text", lambda u: u.reason, "reason = src.reason", "state"),
 )
 
 
@@ -64,7 +72,8 @@ def move_statement(fields: Sequence[str], *, from_one: bool, versioned: bool = F
         rows = f"jsonb_to_recordset(%(data)s::jsonb) AS u({', '.join(f'{c} {_TYPES[c]}' for c in columns)})"
     else:
         rows = "unnest(%(item_id)s::text[]) AS u(item_id)"
-    sets = [clause for name, _, _, clause in _OPTIONAL_FIELDS if name in fields]
+    sets = [clause for name, _, _, clause, row in _OPTIONAL_FIELDS if name in fields and row == "state"]
+    body_sets = [clause for name, _, _, clause, row in _OPTIONAL_FIELDS if name in fields and row == "body"]
     if "review_target" not in fields:
         sets.append("review_target = NULL")
     if "reason" not in fields:
@@ -73,7 +82,7 @@ def move_statement(fields: Sequence[str], *, from_one: bool, versioned: bool = F
     audit_detail = "detail::jsonb" if "detail" in fields else "NULL::jsonb"
     returned = "".join(f", src.{name}" for name in ("reason", "detail") if name in fields)
     update = f"""
-    UPDATE conveyor.items i SET
+    UPDATE conveyor.item_states i SET
         status = %(to_status)s,
         updated_at = now(),
         stage_times = CASE WHEN i.stage_times ? %(to_status)s THEN i.stage_times
@@ -88,6 +97,16 @@ def move_statement(fields: Sequence[str], *, from_one: bool, versioned: bool = F
     SELECT u.*, %(workflow)s::text AS want_workflow, %(from_statuses)s::text[] AS want_statuses
     FROM {rows}
 )"""
+    # The body's new data, for the items the guarded update moved (a data-modifying CTE runs
+    # whether or not it is read).
+    bodies = (
+        f""", bodies AS (
+    UPDATE conveyor.item_bodies b SET {", ".join(body_sets)}
+    FROM src JOIN moved m ON m.item_id = src.item_id
+    WHERE b.item_id = src.item_id
+)"""
+        if body_sets else ""
+    )
     version_guard = (
         " AND (i.workflow_version IS NULL OR i.workflow_version <> ALL(%(blocked_versions)s::int[]))"
         if versioned else ""
@@ -102,7 +121,7 @@ WITH {given}, moved AS ({update}
     FROM src
     WHERE i.item_id = src.item_id AND i.workflow = src.want_workflow AND i.status = src.want_statuses[1]{version_guard}
     RETURNING i.item_id, i.run_id{returned}
-)
+){bodies}
 INSERT INTO conveyor.transitions (item_id, run_id, workflow, from_status, to_status, actor, reason, detail)
 SELECT item_id, run_id, %(workflow)s, %(from_status)s, %(to_status)s, %(actor)s, {audit_reason}, {audit_detail}
 FROM moved
@@ -111,7 +130,7 @@ RETURNING item_id
     return f"""
 WITH {given}, locked AS (
     SELECT i.status AS old_status, src.*
-    FROM src JOIN conveyor.items i
+    FROM src JOIN conveyor.item_states i
       ON i.item_id = src.item_id AND i.workflow = src.want_workflow AND i.status = ANY(src.want_statuses){version_guard}
     ORDER BY i.item_id  -- one global lock order: concurrent movers queue, they never deadlock
     FOR UPDATE OF i
@@ -119,7 +138,7 @@ WITH {given}, locked AS (
     FROM locked src
     WHERE i.item_id = src.item_id
     RETURNING i.item_id, i.run_id, src.old_status{returned}
-)
+){bodies}
 INSERT INTO conveyor.transitions (item_id, run_id, workflow, from_status, to_status, actor, reason, detail)
 SELECT item_id, run_id, %(workflow)s, old_status, %(to_status)s, %(actor)s, {audit_reason}, {audit_detail}
 FROM moved
@@ -140,7 +159,7 @@ def move_data(item_ids: Sequence[str], columns: Mapping[str, Sequence[Any]]) -> 
     return text
 
 
-_TYPES = {"item_id": "text", "detail": "text", **{name: kind for name, kind, _, _ in _OPTIONAL_FIELDS}}
+_TYPES = {"item_id": "text", "detail": "text", **{name: kind for name, kind, _, _, _ in _OPTIONAL_FIELDS}}
 
 
 def move_chunk(
@@ -173,7 +192,7 @@ def move_chunk(
     fields = []
     if updates is not None:  # per-item data travels only when some item of the chunk sets it
         chunk_updates = [updates[item_id] for item_id in chunk]
-        for name, _, value_of, _ in _OPTIONAL_FIELDS:
+        for name, _, value_of, _, _ in _OPTIONAL_FIELDS:
             values = [value_of(update) for update in chunk_updates]
             if name == "reason" and len(set(values)) == 1:
                 params["reason"] = values[0]  # one reason for the whole chunk: a scalar
@@ -205,7 +224,7 @@ def current_statuses(conn: psycopg.Connection, item_ids: Sequence[str]) -> dict[
     """item id -> its status now (None for an id the ledger does not hold)."""
     found: dict[str, str] = dict(
         conn.execute(
-            "SELECT item_id, status FROM conveyor.items WHERE item_id = ANY(%s)", (list(item_ids),)
+            "SELECT item_id, status FROM conveyor.item_states WHERE item_id = ANY(%s)", (list(item_ids),)
         ).fetchall()
     )
     return {item_id: found.get(item_id) for item_id in item_ids}

@@ -2,8 +2,9 @@
 (:func:`receive_items`), each chunk written one of two ways, tried in this order:
 
 1. **Straight COPY.** When none of the chunk's items is in the ledger yet (a new delivery: the
-   common case), the items are copied straight into ``conveyor.items`` and their audit rows
-   straight into ``conveyor.transitions``, in a savepoint. No staging table, no ``ON CONFLICT``
+   common case), the items are copied straight into ``conveyor.item_bodies`` and
+   ``conveyor.item_states`` and their audit rows straight into ``conveyor.transitions``, in a
+   savepoint. No staging table, no ``ON CONFLICT``
    pass, no ``RETURNING``: the cost is that of a raw COPY of the rows plus their audit rows.
 2. **Staging.** When one item exists already (a re-run, a re-sent delivery), the primary key
    refuses the COPY, the savepoint undoes it and the chunk goes through a staging table with the
@@ -178,13 +179,14 @@ def copy_new(
         return item, audit
 
     routes = routes or {}
-    audit: list[str] = []  # the chunk's audit rows, in parts of _WRITE_ROWS items
+    # A chunk is three COPYs, one after the other on the connection: the item bodies streamed as
+    # they are made, then the state rows and the audit rows, formatted meanwhile (small next to
+    # the payloads). A body already in the ledger stops the first COPY, before anything else is sent.
+    states: list[str] = []  # the chunk's state rows, in parts of _WRITE_ROWS items
+    audit: list[str] = []  # the chunk's audit rows, likewise
     try:
         with conn.transaction(), conn.cursor() as cur:
-            with cur.copy(
-                "COPY conveyor.items (item_id, business_key, payload, input_hash, priority, workflow, run_id,"
-                " status, reason, last_error, review_target, stage_times, workflow_version) FROM STDIN"
-            ) as cp:
+            with cur.copy("COPY conveyor.item_bodies (item_id, business_key, payload, input_hash) FROM STDIN") as cp:
                 stream = iter(rows)
                 while batch := list(islice(stream, _WRITE_ROWS)):
                     item_ids, keys, payloads, hashes, priorities = zip(*batch, strict=True)
@@ -211,12 +213,24 @@ def copy_new(
                         audit.append("".join(moved))
                     cp.write(
                         "".join([
-                            f"{ident}\t{key}\t{payload}\t{hashed}\t{priority}{tail}"
-                            for ident, key, payload, hashed, priority, tail in zip(
-                                idents, _texts(keys), _texts(payloads), hashes, priorities, item_tails, strict=True
+                            f"{ident}\t{key}\t{payload}\t{hashed}\n"
+                            for ident, key, payload, hashed in zip(
+                                idents, _texts(keys), _texts(payloads), hashes, strict=True
                             )
                         ])
                     )
+                    states.append(
+                        "".join([
+                            f"{ident}\t{priority}{tail}"
+                            for ident, priority, tail in zip(idents, priorities, item_tails, strict=True)
+                        ])
+                    )
+            with cur.copy(
+                "COPY conveyor.item_states (item_id, priority, workflow, run_id, status, reason, last_error,"
+                " review_target, stage_times, workflow_version) FROM STDIN"
+            ) as cp:
+                for part in states:
+                    cp.write(part)
             with cur.copy(
                 "COPY conveyor.transitions (item_id, run_id, workflow, from_status, to_status, actor, reason, detail)"
                 " FROM STDIN"
@@ -253,13 +267,16 @@ def stage_and_insert(
         inserted = cur.execute(
             """
             WITH ins AS (
-                INSERT INTO conveyor.items (item_id, workflow, business_key, run_id, status, payload,
-                                            input_hash, priority, reason, stage_times, workflow_version)
-                SELECT item_id, %(workflow)s, business_key, %(run_id)s, %(first)s, payload::jsonb,
-                       input_hash, priority, %(reason)s, jsonb_build_object(%(first)s::text, now()), %(version)s
-                FROM incoming
+                INSERT INTO conveyor.item_bodies (item_id, business_key, payload, input_hash)
+                SELECT item_id, business_key, payload::jsonb, input_hash FROM incoming
                 ON CONFLICT (item_id) DO NOTHING
                 RETURNING item_id
+            ), states AS (
+                INSERT INTO conveyor.item_states (item_id, workflow, run_id, status, priority, reason, stage_times,
+                                                  workflow_version)
+                SELECT n.item_id, %(workflow)s, %(run_id)s, %(first)s, n.priority, %(reason)s,
+                       jsonb_build_object(%(first)s::text, now()), %(version)s
+                FROM ins JOIN incoming n USING (item_id)
             )
             INSERT INTO conveyor.transitions (item_id, run_id, workflow, from_status, to_status, actor, reason)
             SELECT item_id, %(run_id)s, %(workflow)s, NULL, %(first)s, %(actor)s, %(reason)s FROM ins

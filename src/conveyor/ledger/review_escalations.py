@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 #: Items of the run on the queue since before the cut-off, not escalated by this step for this wait
-#: (index ``items_workflow_run_status``; the escalations' primary key).
+#: (index ``item_states_workflow_run_status``; the escalations' primary key).
 _OVERDUE_SQL = """
 SELECT i.item_id, i.status, i.updated_at, i.reason
 FROM conveyor.items i

@@ -4,7 +4,7 @@ the corrected items waiting to be validated again.
 Which statuses count as waiting, when a run may go on and what its review step reports is
 :mod:`conveyor.review`'s (:mod:`~conveyor.review.run_state`, :mod:`~conveyor.review.pending_counter`,
 :mod:`~conveyor.review.revalidation`); this module owns the statements. Each is read through the
-index ``items_workflow_run_status`` (the decisions through ``transitions``' run index). The
+index ``item_states_workflow_run_status`` (the decisions through ``transitions``' run index). The
 functions take an open connection of the store (:func:`pending_batch` the triggers' shared
 asynchronous one), so reads that shared one transaction still do.
 """
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 
 #: One statement for every (workflow, run, step) asked in a batch; each pair is an index range scan
-#: of ``items_workflow_run_status``.
+#: of ``item_states_workflow_run_status``.
 BATCH_SQL = """
 SELECT k.workflow, k.run_id, k.step, count(i.item_id),
        count(i.item_id) FILTER (WHERE i.status = %(corrected)s),

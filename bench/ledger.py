@@ -190,9 +190,8 @@ def bench_transitions(count: int, old_ref: str, name: str) -> None:
     print(f"RATIO write_job new/old = {job(old) / job(new):.2f}  (speed-up; goal >= 2.5)")
     print(f"RATIO moves new/old = {sum(old['moves']) / sum(new['moves']):.2f}  (speed-up of the four moves)")
     print(f"RATIO moves_two_lanes new/old = {sum(old['lanes']) / sum(new['lanes']):.2f}")
-    copy_rate = count / new["copy"]
-    print(f"RATIO job/COPY = {count * (1 + len(CHAIN)) / job(new) / copy_rate:.3f}  "
-          f"(old {count * (1 + len(CHAIN)) / job(old) / (count / old['copy']):.3f}; goal >= 0.15)")
+    # The issue's measure: the COPY of the items' rows against the whole job on the same items.
+    print(f"RATIO job/COPY = {new['copy'] / job(new):.3f}  (old {old['copy'] / job(old):.3f}; goal >= 0.15)")
     print(f"RATIO receive/COPY = {new['copy'] / new['receive']:.2f}  (old {old['copy'] / old['receive']:.2f})")
     print(f"RATIO wal_per_move new/old = {new['wal_per_item_per_move'] / old['wal_per_item_per_move']:.2f}  "
           f"({new['wal_per_item_per_move']:,.0f} B vs {old['wal_per_item_per_move']:,.0f} B per item; goal <= 400 B)")

@@ -98,7 +98,7 @@ def count_by_status(conn: psycopg.Connection, workflow: str | None, run_id: str 
     """status -> items (of the workflow and run, when given)."""
     where, params = filters(workflow, run_id, None)
     rows = conn.execute(
-        f"SELECT status, count(*) FROM conveyor.items{where} GROUP BY status ORDER BY status", params
+        f"SELECT status, count(*) FROM conveyor.item_states{where} GROUP BY status ORDER BY status", params
     ).fetchall()
     return {status: count for status, count in rows}
 
@@ -107,7 +107,7 @@ def counts_by_workflow(conn: psycopg.Connection, run_id: str, workflow: str | No
     """workflow -> status -> items of the run (a run id can be shared by several workflows' DAGs)."""
     where, params = filters(workflow, run_id, None)
     rows = conn.execute(
-        f"SELECT workflow, status, count(*) FROM conveyor.items{where} GROUP BY 1, 2", params
+        f"SELECT workflow, status, count(*) FROM conveyor.item_states{where} GROUP BY 1, 2", params
     ).fetchall()
     out: dict[str, dict[str, int]] = {}
     for name, status, count in rows:
@@ -118,7 +118,7 @@ def counts_by_workflow(conn: psycopg.Connection, run_id: str, workflow: str | No
 def ids_in(conn: psycopg.Connection, workflow: str, run_id: str, status: str | Sequence[str]) -> list[str]:
     """Just the ids (cheap): what a step works on."""
     where, params = filters(workflow, run_id, status)
-    rows = conn.execute(f"SELECT item_id FROM conveyor.items{where} ORDER BY item_id", params).fetchall()
+    rows = conn.execute(f"SELECT item_id FROM conveyor.item_states{where} ORDER BY item_id", params).fetchall()
     return [r[0] for r in rows]
 
 

@@ -149,7 +149,7 @@ def foreign_live(
     """How many of the run's items in ``status`` are under a live lease of another holder."""
     row = conn.execute(
         """
-        SELECT count(*) FROM conveyor.items i JOIN conveyor.step_leases l
+        SELECT count(*) FROM conveyor.item_states i JOIN conveyor.step_leases l
           ON l.step = %(step)s AND l.item_id = i.item_id
         WHERE i.workflow = %(workflow)s AND i.run_id = %(run_id)s AND i.status = %(status)s
           AND l.expires_at >= clock_timestamp() AND l.holder <> %(holder)s

@@ -67,9 +67,9 @@ _WINDOWS = "unnest(%(labels)s::text[], %(starts)s::timestamptz[], %(ends)s::time
 
 _ACTIVE_WORKFLOWS_SQL = """
 WITH RECURSIVE names(workflow) AS (  -- a loose index scan: one probe per workflow, not per item
-    (SELECT workflow FROM conveyor.items ORDER BY workflow LIMIT 1)
+    (SELECT workflow FROM conveyor.item_states ORDER BY workflow LIMIT 1)
     UNION ALL
-    SELECT (SELECT i.workflow FROM conveyor.items i WHERE i.workflow > n.workflow ORDER BY i.workflow LIMIT 1)
+    SELECT (SELECT i.workflow FROM conveyor.item_states i WHERE i.workflow > n.workflow ORDER BY i.workflow LIMIT 1)
     FROM names n WHERE n.workflow IS NOT NULL
 )
 SELECT workflow FROM names n

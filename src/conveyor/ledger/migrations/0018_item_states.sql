@@ -12,8 +12,8 @@
 -- release keeps receiving, claiming and moving through it while a deployment rolls out; the
 -- ledger's own statements write the two tables directly.
 --
--- Measured on 100k items beside the code before (bench/ledger.py): four moves 1.19x as fast, WAL
--- per move 1,283 B instead of 1,872 B; a receive writes 1,391 B per item instead of 1,241 B (a
+-- Measured on 100k items beside the code before (bench/ledger.py): four moves 1.2x as fast, WAL
+-- per move 1,308 B instead of 1,873 B; a receive writes 1,391 B per item instead of 1,243 B (a
 -- second row and key). 12.8 s on 2M items. The dropped columns of item_bodies keep their old
 -- bytes in rows written before this migration until the table is rewritten (VACUUM FULL).
 

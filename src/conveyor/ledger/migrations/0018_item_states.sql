@@ -2,7 +2,7 @@
 --
 -- Every move rewrote the whole item row (payload, AI result: ~600 B) and an entry in each of its
 -- indexes. An item is now two rows of one key:
---   item_states  what moves: status, times, reason, attempts (~150 B), with the indexes the
+--   item_states  what moves: status, times, reason, attempts (~300 B), with the indexes the
 --                reads of the review queue, of runs and of "the newest items" need;
 --   item_bodies  what an item is: its payload, hash, AI result, written when it is received and
 --                again only by a move that carries new data (the AI step's result, a correction).

@@ -3,7 +3,7 @@
 The supplier-exception workflow (``conveyor_examples``, built on ``conveyor.__all__``) on a
 generated extract of N rows (default 100k), with the embedded model, against a scratch ledger:
 
-1. gate (``GateRunner``: validation, items received and routed in one write);
+1. gate (``open_gate``: validation, items received and routed in one write);
 2. review of the quarantined rows by a scripted reviewer (one bulk decision by filter);
 3. AI step (``run_step``, embedded classifier + drafter);
 4. review of the doubtful drafts (one bulk approval by filter);
@@ -72,13 +72,13 @@ def gate(path: Path, run_id: str, *, batch_checks: bool = True) -> dict:
 
     from gate import gate_config
 
-    from conveyor.gate.runner import GateRunner
+    from conveyor.gate.runner import open_gate
     from conveyor.ledger import Ledger
 
     config = gate_config(path, 250_000, run_id)
     if not batch_checks:
         config = dataclasses.replace(config, max_age=None)
-    summary = GateRunner(config, Ledger(), actor=f"{WF}.validate#1").run()
+    summary = open_gate(config, Ledger(), actor=f"{WF}.validate#1").run()
     return {"validated": summary.validated, "quarantined": summary.quarantined}
 
 

@@ -209,19 +209,19 @@ def gate_config(path: Path, chunk_size: int, run_id: str):
 
 def gate_validate(path: Path, chunk_size: int) -> dict:
     """The gate's validation pass and batch checks (what decides every row), no ledger writes."""
-    from conveyor.gate.readers import reader_for
-    from conveyor.gate.runner import GateRunner
+    from conveyor.gate.runner import FileGate
+    from conveyor.gate.sources import reader_for
 
     class NoLedger:  # the validation pass reads only the workflow's declaration
         @staticmethod
         def workflow(name: str) -> Workflow:
             return FLOW
 
-    runner = GateRunner(gate_config(path, chunk_size, "bench"), ledger=NoLedger(), actor="bench")  # type: ignore[arg-type]
+    runner = FileGate(gate_config(path, chunk_size, "bench"), ledger=NoLedger(), actor="bench")  # type: ignore[arg-type]
     reader = reader_for(str(path), chunk_size=chunk_size)
     reader.preflight()
-    plan = runner._validate(reader)
-    runner._batch_checks(plan, reader, None)
+    plan = runner.validation.validate(reader)  # validating a batch needs no ledger (batch_validation.py)
+    runner.validation.check_batch(plan, reader)
     return {
         "rows": plan.rows,
         "failing_rows": sorted(plan.findings),
@@ -231,11 +231,11 @@ def gate_validate(path: Path, chunk_size: int) -> dict:
 
 def gate_full(path: Path, chunk_size: int, dsn: str) -> dict:
     """The whole gate: validation, 1M items received and routed in the ledger, findings stored."""
-    from conveyor.gate.runner import GateRunner
+    from conveyor.gate.runner import open_gate
     from conveyor.ledger import Ledger
 
     ledger = Ledger(dsn)
-    summary = GateRunner(gate_config(path, chunk_size, "bench-full"), ledger, actor="bench").run()
+    summary = open_gate(gate_config(path, chunk_size, "bench-full"), ledger, actor="bench").run()
     counts = ledger.count_by_status(workflow="supplier_exceptions", run_id="bench-full")
     return {"rows": summary.rows, "validated": summary.validated, "quarantined": summary.quarantined,
             "ledger": counts}  # fmt: skip

@@ -4,8 +4,8 @@
 1. **Straight COPY.** When none of the chunk's items is in the ledger yet (a new delivery: the
    common case), the items are copied straight into ``conveyor.item_bodies`` and
    ``conveyor.item_states`` and their audit rows straight into ``conveyor.transitions``, in a
-   savepoint. No staging table, no ``ON CONFLICT``
-   pass, no ``RETURNING``: the cost is that of a raw COPY of the rows plus their audit rows.
+   savepoint. No staging table, no ``ON CONFLICT`` pass, no ``RETURNING``: the cost is that of a
+   raw COPY of the rows plus their audit rows.
 2. **Staging.** When one item exists already (a re-run, a re-sent delivery), the primary key
    refuses the COPY, the savepoint undoes it and the chunk goes through a staging table with the
    conflict rules (``unchanged`` when the input is the same, ``conflict`` when it differs).

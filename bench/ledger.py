@@ -35,10 +35,9 @@ from _pg import drop, scratch_database
 from conveyor import Workflow
 from conveyor.ledger import Ledger, NewItem
 from conveyor.ledger.hashing import canonical_json, input_hash
+from tests.support.previous_release import PREVIOUS_RELEASE, unpack_src  # on the path through _pg
 
 REPO = Path(__file__).resolve().parents[1]
-#: The ledger before the narrow state row (issue 32): the old side of the side-by-side run.
-OLD_REF = "22daa24"
 WF = "supplier_exceptions"
 CHAIN = ["validated", "ai_processed", "approved", "published"]
 FLOW = Workflow(name=WF, source_field="supplier_id")
@@ -152,9 +151,7 @@ def bench_transitions(count: int, old_ref: str, name: str) -> None:
     process of its own on a fresh database, twice in turn; the better of each side's two runs."""
     runs: dict[str, list[dict]] = {"old": [], "new": []}
     with tempfile.TemporaryDirectory() as folder:
-        archive = subprocess.run(["git", "-C", str(REPO), "archive", old_ref, "src"], check=True, capture_output=True)
-        subprocess.run(["tar", "-x", "-C", folder], input=archive.stdout, check=True)
-        trees = {"old": Path(folder) / "src", "new": REPO / "src"}
+        trees = {"old": unpack_src(Path(folder), old_ref), "new": REPO / "src"}
         for turn in range(2):
             for side, tree in trees.items():
                 database = f"{name}_{side}{turn}"
@@ -269,7 +266,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--items", type=int, default=100_000)
     parser.add_argument("--status-rows", type=int, default=10_000_000)
-    parser.add_argument("--old", default=OLD_REF, help="the commit whose ledger the new one is measured beside")
+    parser.add_argument("--old", default=PREVIOUS_RELEASE, help="the commit measured beside this tree")
     parser.add_argument("--measure", metavar="DSN", help=argparse.SUPPRESS)  # one side, in a child process
     args = parser.parse_args()
     if args.measure:

@@ -12,14 +12,10 @@ import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 from conveyor.ledger import Ledger
+from tests.support.previous_release import unpack_src
 from tests.support.workflows import SUPPLIER
-
-REPO = Path(__file__).resolve().parents[2]
-#: The last release before the item row was split (0018).
-PREVIOUS_RELEASE = "22daa24"
 
 _OLD_WORKER = textwrap.dedent(
     """
@@ -49,15 +45,13 @@ def test_a_worker_of_the_previous_release_works_on_the_upgraded_ledger(fresh_db,
     ledger = Ledger(fresh_db)
     ledger.upgrade()
     ledger.declare(SUPPLIER)
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", PREVIOUS_RELEASE, "src"], check=True,
-                             capture_output=True)
-    subprocess.run(["tar", "-x", "-C", str(tmp_path)], input=archive.stdout, check=True)
-    env = dict(os.environ, PYTHONPATH=str(tmp_path / "src"))
+    old_src = unpack_src(tmp_path)
+    env = dict(os.environ, PYTHONPATH=str(old_src))
     done = subprocess.run([sys.executable, "-c", _OLD_WORKER, fresh_db], env=env, capture_output=True, text=True,
                           cwd=tmp_path, timeout=120)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout.splitlines()[-1])
-    assert report.pop("code") == str(tmp_path / "src" / "conveyor" / "__init__.py")  # the old code ran
+    assert report.pop("code") == str(old_src / "conveyor" / "__init__.py")  # the old code ran
     assert report == {"received": 40, "claimed": 10, "validated": 40, "drafted": 40}
 
     # This release reads what the old one wrote, and moves it on.

@@ -18,6 +18,10 @@ TERMINAL_RUN_STATES = frozenset({"success", "failed"})
 TERMINAL_TI_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
 
 
+#: Seconds a call to the API server may take (token, request) before it is the fault.
+_TIMEOUT = 30
+
+
 class StackApi:
     """An authenticated view of one API server.
 
@@ -45,7 +49,7 @@ class StackApi:
     def token(self, user: str) -> str:
         """A fresh access token of ``user`` from ``POST /auth/token``."""
         response = httpx.post(
-            f"{self.url}/auth/token", json={"username": user, "password": self.passwords[user]}, timeout=30
+            f"{self.url}/auth/token", json={"username": user, "password": self.passwords[user]}, timeout=_TIMEOUT
         )
         if response.status_code not in (200, 201):
             raise StackError(f"token for {user!r}: {response.status_code} {response.text}")
@@ -55,13 +59,13 @@ class StackApi:
         """An ``httpx.Client`` on the API server, authenticated as ``user`` (one per user, reused)."""
         if user not in self._clients:
             self._clients[user] = httpx.Client(
-                base_url=self.url, headers={"Authorization": f"Bearer {self.token(user)}"}, timeout=30
+                base_url=self.url, headers={"Authorization": f"Bearer {self.token(user)}"}, timeout=_TIMEOUT
             )
         return self._clients[user]
 
     def anonymous(self) -> httpx.Client:
         """A client without a token (for 401 checks); the caller closes it."""
-        return httpx.Client(base_url=self.url, timeout=30)
+        return httpx.Client(base_url=self.url, timeout=_TIMEOUT)
 
     def close(self) -> None:
         for client in self._clients.values():
@@ -70,12 +74,14 @@ class StackApi:
 
     def _call(self, method: str, path: str, *, ok: Collection[int] = (200,), **kwargs: Any) -> Any:
         try:
-            response = self.client().request(method, path, **kwargs)
+            client = self.client()
+            response = client.request(method, path, **kwargs)
         except httpx.TimeoutException as slow:
             # Not retried: an API server that takes 30 s to answer is the fault; the error says what
-            # it and the machine were doing, so the next one can be found at its cause.
+            # it and the machine were doing, so the next one can be found at its cause. (The client
+            # is not asked for again here: that could ask the stalled server for a token.)
             raise StackError(
-                f"{method} {path}: no answer in {self.client().timeout.read} s ({slow!r}); "
+                f"{method} {path}: no answer in {_TIMEOUT} s ({slow!r}); "
                 f"load average {os.getloadavg()}\n"
                 f"{self._server_log()}"
             ) from slow

@@ -128,7 +128,12 @@
           small.title = where.join("\n");
           td.appendChild(small);
         }
-        if (item.claim) td.appendChild(el("span", claimText(item.claim), "claim" + (item.claim.mine ? " mine" : "")));
+        // Every row keeps the claim's line, empty when nobody holds it: a claim that lands with a refill
+        // (the item just opened) never makes its row taller and moves the rows below under the pointer.
+        const mark = item.claim ? el("span", claimText(item.claim), "claim" + (item.claim.mine ? " mine" : ""))
+          : el("span", "\u00a0", "claim none");
+        if (!item.claim) mark.setAttribute("aria-hidden", "true");
+        td.appendChild(mark);
       } else if (c.card === "all") {
         const pairs = el("div", null, "card-pairs");
         for (const field of item.card || []) {

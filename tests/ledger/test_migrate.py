@@ -169,8 +169,9 @@ def _fill_at_schema_17(dsn: str) -> None:
 
 
 def test_a_ledger_of_the_previous_schema_migrates_in_place_and_its_runs_finish(fresh_db):
-    """0018 splits each item into its state row and its body: an upgraded ledger reads the same,
-    item for item and audit row for audit row, and every item moves on to a final status."""
+    """0018 splits each item into its state row and its body (0019 moves the "newest" index to the
+    body): an upgraded ledger reads the same, item for item and audit row for audit row, and every
+    item moves on to a final status."""
     ledger = Ledger(fresh_db)
     ledger.upgrade(target=17)
     ledger.declare(SUPPLIER)
@@ -181,7 +182,7 @@ def test_a_ledger_of_the_previous_schema_migrates_in_place_and_its_runs_finish(f
         audit_before = conn.execute("SELECT * FROM conveyor.transitions ORDER BY id").fetchall()
     histories = {item_id: ledger.history(item_id) for item_id in ids.values()}
 
-    assert ledger.upgrade() == ["0018_item_states"]
+    assert ledger.upgrade() == ["0018_item_states", "0019_newest_by_received"]
 
     with psycopg.connect(fresh_db) as conn:
         assert conn.execute("SELECT * FROM conveyor.items ORDER BY item_id").fetchall() == before

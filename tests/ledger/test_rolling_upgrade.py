@@ -1,5 +1,6 @@
 """While a deployment rolls out, a worker still on the previous release keeps working on an
-upgraded ledger: it receives, claims and moves items through the ``conveyor.items`` view (0018).
+upgraded ledger: it receives, claims and moves items through the ``conveyor.items`` view (0018),
+and lists them (0019 took away the index of its order: a sort, but the same answer).
 
 The previous release is the code itself, unpacked from git (``git archive``) and run in a process
 of its own beside this tree's ledger.
@@ -13,8 +14,10 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from conveyor.ledger import Ledger
-from tests.support.previous_release import unpack_src
+from tests.support.previous_release import RELEASES, unpack_src
 from tests.support.workflows import SUPPLIER
 
 _OLD_WORKER = textwrap.dedent(
@@ -35,24 +38,26 @@ _OLD_WORKER = textwrap.dedent(
     # Any-from (locks rows through the view) with the body's data (the AI step's result).
     drafted = ledger.transition(wf, {i: ItemUpdate(ai_result={"draft": i}, confidence=0.7) for i in ids},
                                 to_status="ai_processed", actor="old#1")
+    listed = ledger.items(workflow=wf, limit=5)
     print(json.dumps({"code": conveyor.__file__, "received": len(received.inserted), "claimed": len(claim.item_ids),
-                      "validated": len(validated.moved), "drafted": len(drafted.moved)}))
+                      "validated": len(validated.moved), "drafted": len(drafted.moved), "listed": len(listed)}))
     """
 )
 
 
-def test_a_worker_of_the_previous_release_works_on_the_upgraded_ledger(fresh_db, tmp_path):
+@pytest.mark.parametrize("release", RELEASES.values(), ids=RELEASES.keys())
+def test_a_worker_of_the_previous_release_works_on_the_upgraded_ledger(fresh_db, tmp_path, release):
     ledger = Ledger(fresh_db)
     ledger.upgrade()
     ledger.declare(SUPPLIER)
-    old_src = unpack_src(tmp_path)
+    old_src = unpack_src(tmp_path, release)
     env = dict(os.environ, PYTHONPATH=str(old_src))
     done = subprocess.run([sys.executable, "-c", _OLD_WORKER, fresh_db], env=env, capture_output=True, text=True,
                           cwd=tmp_path, timeout=120)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout.splitlines()[-1])
     assert report.pop("code") == str(old_src / "conveyor" / "__init__.py")  # the old code ran
-    assert report == {"received": 40, "claimed": 10, "validated": 40, "drafted": 40}
+    assert report == {"received": 40, "claimed": 10, "validated": 40, "drafted": 40, "listed": 5}
 
     # This release reads what the old one wrote, and moves it on.
     wf = SUPPLIER.name

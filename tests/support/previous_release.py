@@ -7,8 +7,10 @@ import subprocess
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-#: The last commit before the item row was split (ledger migration 0018).
-PREVIOUS_RELEASE = "22daa24"
+#: The last commit before ledger migration 0019 (the "newest" index moved to the item's body).
+PREVIOUS_RELEASE = "d60b787"
+#: Every release a worker may still run while the ledger is upgraded under it, by what it predates.
+RELEASES = {"before 0018": "22daa24", "before 0019": PREVIOUS_RELEASE}
 
 
 def unpack_src(folder: Path, ref: str = PREVIOUS_RELEASE) -> Path:

@@ -26,7 +26,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     history.add_argument("--json", action="store_true", help="print JSON")
     history.set_defaults(func=run_history)
 
-    items = subparsers.add_parser("items", help="list items, newest first")
+    items = subparsers.add_parser("items", help="list items, the newest received first")
     items.add_argument("--workflow", "-w", metavar="W")
     items.add_argument("--run", "-r", metavar="R", dest="run_id")
     items.add_argument("--status", "-s", metavar="S", type=_status_arg)
@@ -115,8 +115,8 @@ def run_items(args: argparse.Namespace) -> int:
         print("no items match")
         return 0
     print_table(
-        [(i.item_id, i.status, i.run_id, i.updated_at, i.reason) for i in found],
-        ["item", "status", "run", "updated", "reason"],
+        [(i.item_id, i.status, i.run_id, i.created_at, i.updated_at, i.reason) for i in found],
+        ["item", "status", "run", "received", "updated", "reason"],
     )
     if args.run_id:
         from conveyor.ledger.store import Ledger

@@ -86,7 +86,7 @@ def matching(
     limit: int | None,
     offset: int,
 ) -> list[Item]:
-    """Items matching every filter given, newest first."""
+    """Items matching every filter given, the newest received first."""
     query, params = items_query(
         workflow=workflow, run_id=run_id, status=status, limit=limit, offset=offset, columns=ITEM_TEXT_COLUMNS
     )

@@ -154,7 +154,7 @@ def get_items(
     limit: int | None = 100,
     dsn: str | None = None,
 ) -> list[Item]:
-    """Items matching every filter given, newest first (what ``conveyor items`` lists)."""
+    """Items matching every filter given, the newest received first (what ``conveyor items`` lists)."""
     query, params = items_query(workflow=workflow, run_id=run_id, status=status, limit=limit)
     conn = _connect(resolve_dsn(dsn))
     try:
@@ -175,10 +175,16 @@ def items_query(
     offset: int = 0,
     columns: str = ITEM_COLUMNS,
 ) -> tuple[str, list[Any]]:
-    """The query of :meth:`Ledger.items`: newest first, so that with a workflow and no run it reads
-    index ``item_states_workflow_newest`` in order and stops at the limit."""
+    """The query of :meth:`Ledger.items`: the newest received first (ties by id).
+
+    With a workflow and no run it reads index ``item_bodies_workflow_received`` in order and stops
+    at the limit: the workflow is also named as the first part of the item id, the index's key
+    (migration 0019: the index no move writes)."""
     where, params = filters(workflow, run_id, status)
-    query = f"SELECT {columns} FROM conveyor.items{where} ORDER BY updated_at DESC, item_id"
+    if workflow is not None and run_id is None:
+        where += " AND split_part(item_id, ':', 1) = %s"
+        params.append(workflow)
+    query = f"SELECT {columns} FROM conveyor.items{where} ORDER BY created_at DESC, item_id"
     if limit is not None:
         query += " LIMIT %s OFFSET %s"
         params += [limit, offset]

@@ -317,7 +317,7 @@ class Ledger(StepRecords):
         limit: int | None = 1000,
         offset: int = 0,
     ) -> list[Item]:
-        """Items matching every filter given, newest first."""
+        """Items matching every filter given, the newest received first."""
         with self.connect() as conn:
             return item_reads.matching(
                 conn, workflow=workflow, run_id=run_id, status=status, limit=limit, offset=offset

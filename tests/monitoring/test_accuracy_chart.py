@@ -15,8 +15,8 @@ from conveyor.monitoring.api import router
 from conveyor.review.review_queue import ReviewQueue
 from conveyor_examples.supplier_exceptions import CLASSIFY_EXCEPTION
 from tests.ai.seeding import exception_rows, seed_exceptions
-from tests.monitoring.servers import free_port
 from tests.support.browser import chromium_page
+from tests.support.ports import free_port
 
 WF = "supplier_exceptions"
 SHOTS = Path("/tmp/shots-accuracy-chart")

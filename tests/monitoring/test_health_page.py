@@ -12,8 +12,8 @@ from fastapi import FastAPI
 
 from conveyor.monitoring.api import router
 from tests.monitoring.conftest import MARKUP_SOURCE
-from tests.monitoring.servers import free_port
 from tests.support.browser import chromium_page
+from tests.support.ports import free_port
 from tests.support.workflows import declaration
 
 SHOTS = Path("/tmp/shots-review-page")

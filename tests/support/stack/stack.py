@@ -16,7 +16,6 @@ import dataclasses
 import itertools
 import os
 import secrets
-import socket
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -29,6 +28,7 @@ import httpx
 import psutil
 
 from tests.support.api import USERS
+from tests.support.ports import free_port
 from tests.support.stack import config, services
 from tests.support.stack.polling import StackError, wait_until
 from tests.support.stack.process import Component, marked_processes
@@ -41,11 +41,6 @@ BIN = Path(sys.executable).parent
 DEFAULT_QUEUE = "default"  # [operators] default_queue
 
 
-def free_port() -> int:
-    """A TCP port nothing listens on now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass(frozen=True)

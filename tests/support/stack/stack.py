@@ -41,8 +41,6 @@ BIN = Path(sys.executable).parent
 DEFAULT_QUEUE = "default"  # [operators] default_queue
 
 
-
-
 @dataclass(frozen=True)
 class StackOptions:
     """What a test chooses about its stack.

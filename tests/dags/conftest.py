@@ -41,7 +41,7 @@ def mailbox(monkeypatch) -> Iterator[Mailbox]:
     """A real SMTP server on 127.0.0.1, configured as the alert route (connection + Variable)."""
     from aiosmtpd.controller import Controller
 
-    from tests.support.ports import free_port
+    from conveyor.quickstart.api_server import free_port
 
     box = Mailbox()
     port = free_port()

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.ports import free_port
+from conveyor.quickstart.api_server import free_port
 
 S3_CONN = "intake_s3"
 BUCKET = "conveyor-intake"

@@ -130,8 +130,8 @@ def test_an_inbox_that_is_a_file_fails_naming_it(tmp_path, airflow_db, ledger, a
 
 
 def test_an_unreachable_bucket_fails_naming_the_inbox_and_the_cause(airflow_db, ledger, alerts, monkeypatch):
+    from conveyor.quickstart.api_server import free_port
     from tests.dag_fixtures.intake_dags import inbox_dag
-    from tests.support.ports import free_port
 
     closed = free_port()  # nothing listens there: the object store is down
     monkeypatch.setenv("AIRFLOW_CONN_DOWN_S3", json.dumps({

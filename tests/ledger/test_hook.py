@@ -7,7 +7,7 @@ import pytest
 from conveyor.ledger import Ledger, migrate
 from conveyor.ledger.hook import LedgerHook
 from conveyor.provider import get_provider_info
-from tests.support.ports import free_port
+from conveyor.quickstart.api_server import free_port
 
 
 def airflow_uri(dsn: str, scheme: str) -> str:

@@ -13,7 +13,7 @@ from email.message import EmailMessage
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from tests.support.ports import free_port
+from conveyor.quickstart.api_server import free_port
 
 
 @dataclass

@@ -12,11 +12,11 @@ from fastapi import FastAPI
 
 from conveyor.ai.runner import StepConfig, run_step
 from conveyor.monitoring.api import router
+from conveyor.quickstart.api_server import free_port
 from conveyor.review.review_queue import ReviewQueue
 from conveyor_examples.supplier_exceptions import CLASSIFY_EXCEPTION
 from tests.ai.seeding import exception_rows, seed_exceptions
 from tests.support.browser import chromium_page
-from tests.support.ports import free_port
 
 WF = "supplier_exceptions"
 SHOTS = Path("/tmp/shots-accuracy-chart")

@@ -11,9 +11,9 @@ import pytest
 from fastapi import FastAPI
 
 from conveyor.monitoring.api import router
+from conveyor.quickstart.api_server import free_port
 from tests.monitoring.conftest import MARKUP_SOURCE
 from tests.support.browser import chromium_page
-from tests.support.ports import free_port
 from tests.support.workflows import declaration
 
 SHOTS = Path("/tmp/shots-review-page")

@@ -25,9 +25,7 @@ import contextlib
 import csv
 import json
 import os
-import random
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -72,16 +70,9 @@ def todays_notes(project: Path) -> Path:
 
 def start_api_server(bin_dir: Path, env: dict[str, str], project: Path) -> tuple[subprocess.Popen[bytes], str]:
     """The environment's ``airflow api-server`` on a free port, one simple-auth user ``smoke``."""
-    # Below the ephemeral range, as tests/support/ports.py draws it (this script runs in the wheel's
-    # clean environment, without the repository on its path): no outgoing connection takes it.
-    while True:
-        port = random.randrange(20000, 32000)  # noqa: S311  (a port, not a secret)
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        break
+    from conveyor.quickstart.api_server import free_port  # the wheel's own
+
+    port = free_port()
     passwords = project / "simple_auth_passwords.json"
     passwords.write_text(json.dumps({"smoke": PASSWORD}))
     url = f"http://127.0.0.1:{port}"

@@ -118,7 +118,7 @@ def test_the_quickstart_ends_with_the_ui_on_its_own_databases(tmp_path):
 
 
 def _free_port() -> int:
-    from tests.support.ports import free_port
+    from conveyor.quickstart.api_server import free_port
 
     return free_port()
 

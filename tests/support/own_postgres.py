@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psycopg
 
-from tests.support.ports import free_port
+from conveyor.quickstart.api_server import free_port
 
 
 def _binaries() -> Path:

@@ -24,10 +24,31 @@ if TYPE_CHECKING:
     import httpx
 
 
+#: Below Linux's default ephemeral range (32768-60999), above the services a machine runs here
+#: (PostgreSQL 5432, Redis 6379, RabbitMQ 5672/15672, Airflow 8080).
+_PORTS = (20000, 32000)
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A TCP port on 127.0.0.1 that nothing listens on now, outside the ephemeral range.
+
+    A port of ``bind(('127.0.0.1', 0))`` is an ephemeral one, the range every outgoing connection's
+    local port comes from: between the probe and a server's own bind (seconds, for an Airflow
+    api-server) a connection can take it, and the server exits with "address already in use" (seen
+    in CI: the wheel's smoke test then waited 480 s on refused connections). A port below that
+    range is never taken by a connection; drawn at random, so that processes do not all try one.
+    """
+    import random
+
+    for _ in range(200):
+        port = random.randrange(*_PORTS)  # noqa: S311  (a port, not a secret)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {_PORTS[0]}-{_PORTS[1]} after 200 tries")
 
 
 @dataclass(frozen=True)

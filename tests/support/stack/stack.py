@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import psutil
 
+from conveyor.quickstart.api_server import free_port
 from tests.support.api import USERS
-from tests.support.ports import free_port
 from tests.support.stack import config, services
 from tests.support.stack.polling import StackError, wait_until
 from tests.support.stack.process import Component, marked_processes

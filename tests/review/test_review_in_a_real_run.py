@@ -58,7 +58,16 @@ class BrowserReviewer(threading.Thread):
 
     def _open(self, page, item_id: str):
         tab = run_tab(WF, self.run_id)
-        page.goto(f"{self.base_url}{tab}")
+        for attempt in range(3):
+            try:
+                page.goto(f"{self.base_url}{tab}")
+                break
+            except Exception as exc:  # playwright's Error
+                # The Airflow UI mirrors the review frame's path into its own URL (a history
+                # navigation); one that lands while goto is pending aborts it (seen in CI:
+                # net::ERR_ABORTED). The reviewer's reload is simply made again.
+                if "ERR_ABORTED" not in str(exc) or attempt == 2:
+                    raise
         frame = review_frame(page, timeout=60)
         frame.click(f"#queue tbody tr[data-item-id='{item_id}']")
         frame.wait_for_selector(f"#item-body[data-loaded='{item_id}']")

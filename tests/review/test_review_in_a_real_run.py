@@ -57,15 +57,17 @@ class BrowserReviewer(threading.Thread):
             self.chosen.set()
 
     def _open(self, page, item_id: str):
+        from playwright.sync_api import Error
+
         tab = run_tab(WF, self.run_id)
         for attempt in range(3):
             try:
                 page.goto(f"{self.base_url}{tab}")
                 break
-            except Exception as exc:  # playwright's Error
-                # The Airflow UI mirrors the review frame's path into its own URL (a history
-                # navigation); one that lands while goto is pending aborts it (seen in CI:
-                # net::ERR_ABORTED). The reviewer's reload is simply made again.
+            except Error as exc:
+                # Seen once in CI: net::ERR_ABORTED on this reload. Most likely the open page's own
+                # navigation (the Airflow UI mirrors the review frame's path into its URL) landed while
+                # goto was pending; a person would press reload again, and so does rita.
                 if "ERR_ABORTED" not in str(exc) or attempt == 2:
                     raise
         frame = review_frame(page, timeout=60)
